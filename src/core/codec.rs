@@ -1,0 +1,483 @@
+//! The serialized form of a queue (RDB, `DUMP`/`RESTORE`, digests).
+//!
+//! A queue is written as one header followed by self-contained *units*: a
+//! single job (immediate or without collation) with its reservation, or one
+//! whole collation (its stack in pop order and its reservations). Each unit
+//! is valid on its own, so a loader can check each before accepting it and
+//! never holds a half-built queue. Units come in a canonical order (single
+//! jobs in reservation order, collations by name), so two equal queues encode
+//! to the same bytes and the digest compares them.
+//!
+//! Decoding treats the bytes as hostile: every length is bounded by what is
+//! left, nothing is indexed blindly, and the result passes `Queue::check`.
+
+use std::collections::HashSet;
+use std::rc::Rc;
+
+use super::config::{valid_collation_name, JobKey};
+use super::error::QueueError;
+use super::queue::{Collation, Job, Order, Owner, Place, Queue, Res, ResKey};
+use super::MAX_TIME;
+
+/// Encoding versions. A loader reads every version up to `ENCODING_CURRENT`
+/// and refuses newer ones.
+pub const ENCODING_V1: u8 = 1;
+pub const ENCODING_CURRENT: u8 = ENCODING_V1;
+
+const UNIT_SINGLE: u8 = 1;
+const UNIT_COLLATION: u8 = 2;
+
+fn corrupt(msg: &str) -> QueueError {
+    QueueError::Corrupt(msg.to_string())
+}
+
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn i64(&mut self, v: i64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        self.u64(b.len() as u64);
+        self.0.extend_from_slice(b);
+    }
+    fn job(&mut self, key: &JobKey, job: &Job) {
+        self.0.extend_from_slice(key);
+        self.i64(job.created_at);
+        self.u32(job.attempts);
+        self.bytes(&job.payload);
+    }
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], QueueError> {
+        if n > self.buf.len() {
+            return Err(corrupt("truncated"));
+        }
+        let (a, b) = self.buf.split_at(n);
+        self.buf = b;
+        Ok(a)
+    }
+    fn u8(&mut self) -> Result<u8, QueueError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, QueueError> {
+        let mut a = [0u8; 4];
+        a.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(a))
+    }
+    fn i64(&mut self) -> Result<i64, QueueError> {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.take(8)?);
+        Ok(i64::from_le_bytes(a))
+    }
+    fn u64(&mut self) -> Result<u64, QueueError> {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(a))
+    }
+    fn bytes(&mut self) -> Result<&'a [u8], QueueError> {
+        let n = self.u64()?;
+        let n = usize::try_from(n).map_err(|_| corrupt("length too large"))?;
+        self.take(n)
+    }
+    fn key(&mut self) -> Result<JobKey, QueueError> {
+        let mut k = [0u8; 32];
+        k.copy_from_slice(self.take(32)?);
+        Ok(k)
+    }
+    fn res(&mut self) -> Result<(ResKey, u64), QueueError> {
+        let score = self.i64()?;
+        let tie = self.i64()?;
+        let nonce = self.u64()?;
+        if !(0..=MAX_TIME).contains(&score) {
+            return Err(corrupt("reservation score out of range"));
+        }
+        if tie == 0
+            || nonce == 0
+            || nonce > i64::MAX as u64 / 2
+            || tie.unsigned_abs() > u64::MAX / 4
+        {
+            return Err(corrupt("reservation tie or nonce out of range"));
+        }
+        Ok((ResKey { score, tie }, nonce))
+    }
+    fn job(&mut self) -> Result<(JobKey, i64, u32, &'a [u8]), QueueError> {
+        let key = self.key()?;
+        let created_at = self.i64()?;
+        if !(0..=MAX_TIME).contains(&created_at) {
+            return Err(corrupt("created_at out of range"));
+        }
+        let attempts = self.u32()?;
+        let payload = self.bytes()?;
+        Ok((key, created_at, attempts, payload))
+    }
+    fn done(&self) -> Result<(), QueueError> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err(corrupt("trailing bytes"))
+        }
+    }
+}
+
+impl Queue {
+    /// The header: encoding version, collation order and the counters.
+    pub fn encode_header(&self) -> Vec<u8> {
+        let mut w = Writer(Vec::with_capacity(18));
+        w.u8(ENCODING_CURRENT);
+        w.u8(match self.order {
+            Order::Lifo => 0,
+            Order::Fifo => 1,
+        });
+        w.i64(self.next_seq);
+        w.i64(self.front_tie);
+        w.0
+    }
+
+    /// Number of units `for_each_unit` produces.
+    pub fn unit_count(&self) -> usize {
+        self.jobs
+            .values()
+            .filter(|j| matches!(j.place, Place::Single { .. }))
+            .count()
+            + self.collations.len()
+    }
+
+    /// Call `f` with each encoded unit, in canonical order.
+    pub fn for_each_unit(&self, mut f: impl FnMut(&[u8])) {
+        let mut w = Writer(Vec::new());
+        for (rk, res) in self.index.iter() {
+            let Owner::Single(key) = &res.owner else {
+                continue;
+            };
+            let Some(job) = self.jobs.get(key) else {
+                continue;
+            };
+            let immediate = matches!(
+                job.place,
+                Place::Single {
+                    immediate: true,
+                    ..
+                }
+            );
+            w.0.clear();
+            w.u8(UNIT_SINGLE);
+            w.job(key, job);
+            match &job.collation {
+                Some(c) => {
+                    w.u8(1);
+                    w.bytes(c.as_bytes());
+                }
+                None => w.u8(0),
+            }
+            w.i64(rk.score);
+            w.i64(rk.tie);
+            w.u64(res.nonce);
+            w.u8(immediate as u8);
+            f(&w.0);
+        }
+        let mut names: Vec<&Rc<str>> = self.collations.keys().collect();
+        names.sort();
+        for name in names {
+            let coll = &self.collations[name];
+            w.0.clear();
+            w.u8(UNIT_COLLATION);
+            w.bytes(name.as_bytes());
+            w.u64(coll.stack.len() as u64);
+            for key in &coll.stack {
+                if let Some(job) = self.jobs.get(key) {
+                    w.job(key, job);
+                }
+            }
+            for (rk, nonce) in &coll.res {
+                w.i64(rk.score);
+                w.i64(rk.tie);
+                w.u64(*nonce);
+            }
+            f(&w.0);
+        }
+    }
+
+    /// The whole queue as one buffer: header, unit count, then each unit
+    /// length-prefixed. Used by tests, fuzzing and digests.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer(Vec::new());
+        w.bytes(&self.encode_header());
+        w.u64(self.unit_count() as u64);
+        self.for_each_unit(|u| w.bytes(u));
+        w.0
+    }
+
+    /// The `encode` format from a header and some of the units (the blobs of
+    /// `ORCA.IMPORT`, one per batch of an AOF rewrite).
+    pub fn encode_parts<'u>(
+        header: &[u8],
+        units: impl ExactSizeIterator<Item = &'u [u8]>,
+    ) -> Vec<u8> {
+        let mut w = Writer(Vec::new());
+        w.bytes(header);
+        w.u64(units.len() as u64);
+        for u in units {
+            w.bytes(u);
+        }
+        w.0
+    }
+
+    /// An independent copy (for `COPY`): nothing shared with `self`.
+    pub fn deep_copy(&self) -> Result<Queue, QueueError> {
+        Queue::decode(&self.encode())
+    }
+
+    /// Merge `other` into `self` (for `ORCA.IMPORT` into an existing queue).
+    /// Refused, with nothing changed, if any job key, reservation or
+    /// collation of `other` is already here. `self`'s order is kept.
+    pub fn absorb(&mut self, other: Queue) -> Result<(), QueueError> {
+        for key in other.jobs.keys() {
+            if self.jobs.contains_key(key) {
+                return Err(corrupt("imported job already in the queue"));
+            }
+        }
+        for (rk, _) in other.index.iter() {
+            if self.index.contains(rk) {
+                return Err(corrupt("imported reservation already in the queue"));
+            }
+        }
+        for name in other.collations.keys() {
+            if self.collations.contains_key(name) {
+                return Err(corrupt("imported collation already in the queue"));
+            }
+        }
+        // `other` is consumed, so its reference-counted names move over
+        // without being shared with anything else.
+        let Queue {
+            jobs,
+            index,
+            collations,
+            next_seq,
+            front_tie,
+            payload_bytes,
+            ..
+        } = other;
+        self.jobs.extend(jobs);
+        for (rk, r) in index.iter() {
+            self.index.insert(*rk, r.clone());
+        }
+        self.collations.extend(collations);
+        self.payload_bytes += payload_bytes;
+        self.next_seq = self.next_seq.max(next_seq);
+        self.front_tie = self.front_tie.min(front_tie);
+        Ok(())
+    }
+
+    /// Inverse of `encode`.
+    pub fn decode(buf: &[u8]) -> Result<Queue, QueueError> {
+        let mut r = Reader { buf };
+        let mut b = QueueBuilder::new(r.bytes()?)?;
+        let n = r.u64()?;
+        for _ in 0..n {
+            b.add_unit(r.bytes()?)?;
+        }
+        r.done()?;
+        b.finish()
+    }
+}
+
+/// Builds a queue from a header and units, validating each unit before it is
+/// applied. `finish` runs the full invariant check.
+pub struct QueueBuilder {
+    q: Queue,
+    max_seq: i64,
+    min_tie: i64,
+}
+
+impl QueueBuilder {
+    pub fn new(header: &[u8]) -> Result<Self, QueueError> {
+        let mut r = Reader { buf: header };
+        let version = r.u8()?;
+        if version == 0 || version > ENCODING_CURRENT {
+            return Err(QueueError::Corrupt(format!(
+                "encoding version {version} is not supported (this module reads 1..={ENCODING_CURRENT})"
+            )));
+        }
+        let order = match r.u8()? {
+            0 => Order::Lifo,
+            1 => Order::Fifo,
+            _ => return Err(corrupt("unknown collation order")),
+        };
+        let next_seq = r.i64()?;
+        let front_tie = r.i64()?;
+        r.done()?;
+        if !(1..=i64::MAX / 2).contains(&next_seq) || !(i64::MIN / 2..=0).contains(&front_tie) {
+            return Err(corrupt("counters out of range"));
+        }
+        let mut q = Queue::new(order);
+        q.next_seq = next_seq;
+        q.front_tie = front_tie;
+        Ok(QueueBuilder {
+            q,
+            max_seq: 0,
+            min_tie: 0,
+        })
+    }
+
+    fn note(&mut self, rk: ResKey, nonce: u64) {
+        self.max_seq = self.max_seq.max(rk.tie).max(nonce as i64);
+        self.min_tie = self.min_tie.min(rk.tie);
+    }
+
+    /// Validate one unit against what is already built, then apply it.
+    pub fn add_unit(&mut self, unit: &[u8]) -> Result<(), QueueError> {
+        let mut r = Reader { buf: unit };
+        match r.u8()? {
+            UNIT_SINGLE => {
+                let (key, created_at, attempts, payload) = r.job()?;
+                let collation = match r.u8()? {
+                    0 => None,
+                    1 => {
+                        let name = std::str::from_utf8(r.bytes()?)
+                            .map_err(|_| corrupt("collation name not UTF-8"))?;
+                        if !valid_collation_name(name) {
+                            return Err(corrupt("invalid collation name"));
+                        }
+                        Some(name)
+                    }
+                    _ => return Err(corrupt("bad collation flag")),
+                };
+                let (rk, nonce) = r.res()?;
+                let immediate = match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(corrupt("bad immediate flag")),
+                };
+                r.done()?;
+                if self.q.jobs.contains_key(&key) {
+                    return Err(corrupt("duplicate job key"));
+                }
+                if self.q.index.contains(&rk) {
+                    return Err(corrupt("duplicate reservation"));
+                }
+                if rk.tie < 0 && !immediate {
+                    return Err(corrupt("front reservation of a job that is not immediate"));
+                }
+                let collation = collation.map(|n| self.q.intern(n));
+                self.note(rk, nonce);
+                self.q.index.insert(
+                    rk,
+                    Res {
+                        owner: Owner::Single(key),
+                        nonce,
+                    },
+                );
+                self.q.payload_bytes += payload.len();
+                self.q.jobs.insert(
+                    key,
+                    Job {
+                        payload: payload.into(),
+                        created_at,
+                        attempts,
+                        collation,
+                        place: Place::Single {
+                            res: rk,
+                            nonce,
+                            immediate,
+                        },
+                    },
+                );
+                Ok(())
+            }
+            UNIT_COLLATION => {
+                let name = std::str::from_utf8(r.bytes()?)
+                    .map_err(|_| corrupt("collation name not UTF-8"))?;
+                if !valid_collation_name(name) {
+                    return Err(corrupt("invalid collation name"));
+                }
+                if self.q.collations.contains_key(name) {
+                    return Err(corrupt("duplicate collation"));
+                }
+                let m = r.u64()?;
+                if m == 0 {
+                    return Err(corrupt("empty collation"));
+                }
+                let mut jobs = Vec::new();
+                let mut keys = HashSet::new();
+                for _ in 0..m {
+                    let j = r.job()?;
+                    if !keys.insert(j.0) || self.q.jobs.contains_key(&j.0) {
+                        return Err(corrupt("duplicate job key"));
+                    }
+                    jobs.push(j);
+                }
+                let mut res = Vec::new();
+                let mut nonces = HashSet::new();
+                let mut rks = HashSet::new();
+                for _ in 0..m {
+                    let (rk, nonce) = r.res()?;
+                    if rk.tie < 0 {
+                        return Err(corrupt("front reservation in a collation"));
+                    }
+                    if !nonces.insert(nonce) {
+                        return Err(corrupt("duplicate nonce in a collation"));
+                    }
+                    if !rks.insert(rk) || self.q.index.contains(&rk) {
+                        return Err(corrupt("duplicate reservation"));
+                    }
+                    res.push((rk, nonce));
+                }
+                r.done()?;
+                let name: Rc<str> = Rc::from(name);
+                let mut coll = Collation::default();
+                for (key, created_at, attempts, payload) in jobs {
+                    coll.stack.push_back(key);
+                    self.q.payload_bytes += payload.len();
+                    self.q.jobs.insert(
+                        key,
+                        Job {
+                            payload: payload.into(),
+                            created_at,
+                            attempts,
+                            collation: Some(name.clone()),
+                            place: Place::Collated,
+                        },
+                    );
+                }
+                for (rk, nonce) in res {
+                    self.note(rk, nonce);
+                    coll.res.insert(rk, nonce);
+                    self.q.index.insert(
+                        rk,
+                        Res {
+                            owner: Owner::Collation(name.clone()),
+                            nonce,
+                        },
+                    );
+                }
+                self.q.collations.insert(name, coll);
+                Ok(())
+            }
+            _ => Err(corrupt("unknown unit type")),
+        }
+    }
+
+    pub fn finish(mut self) -> Result<Queue, QueueError> {
+        // Counters must stay ahead of everything loaded so new ties and
+        // nonces remain unique.
+        self.q.next_seq = self.q.next_seq.max(self.max_seq + 1);
+        self.q.front_tie = self.q.front_tie.min(self.min_tie);
+        self.q.check().map_err(QueueError::Corrupt)?;
+        Ok(self.q)
+    }
+}

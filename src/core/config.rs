@@ -1,0 +1,227 @@
+//! The job config (Orca's `GradingJobConfig`): the few fields the queue reads,
+//! validated in one pass, and the orca key derived from them.
+//!
+//! The config is scanned once into a borrowed struct; every field the queue does
+//! not need is skipped without building a DOM (see docs/design.md for costs).
+
+use base64::Engine;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use std::borrow::Cow;
+
+use super::error::QueueError;
+use super::MAX_TIME;
+
+/// The raw 32-byte SHA-256 of `key + response_url`; shown as base64.
+pub type JobKey = [u8; 32];
+
+/// What the queue needs from a config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobConfig {
+    pub job_key: JobKey,
+    /// `user.<id>` or `team.<id>`.
+    pub collation: Option<String>,
+    /// Delay in ms (>= 0).
+    pub priority: i64,
+}
+
+#[derive(Deserialize)]
+struct RawConfig<'a> {
+    #[serde(borrow)]
+    key: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    response_url: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    collation: Option<RawCollation<'a>>,
+    #[serde(default)]
+    priority: Option<serde_json::Number>,
+}
+
+#[derive(Deserialize)]
+struct RawCollation<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    id: Option<RawId<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawId<'a> {
+    #[serde(borrow)]
+    Str(Cow<'a, str>),
+    Int(i64),
+}
+
+/// Parse and validate a config. The bytes must be one JSON object.
+pub fn parse_config(bytes: &[u8]) -> Result<JobConfig, QueueError> {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return Err(QueueError::BadConfig("config must be a JSON object".into()));
+    }
+    let raw: RawConfig = serde_json::from_slice(bytes)
+        .map_err(|e| QueueError::BadConfig(format!("invalid config JSON: {e}")))?;
+    let key = raw
+        .key
+        .ok_or_else(|| QueueError::BadConfig("config has no string field 'key'".into()))?;
+    let url = raw.response_url.unwrap_or(Cow::Borrowed(""));
+    let priority = match raw.priority {
+        None => 0,
+        Some(n) => {
+            if let Some(v) = n.as_u64() {
+                if v > MAX_TIME as u64 {
+                    return Err(QueueError::BadConfig(format!(
+                        "priority must be at most {MAX_TIME} ms"
+                    )));
+                }
+                v as i64
+            } else if n.as_i64().is_some() {
+                return Err(QueueError::BadConfig(
+                    "priority must be an integer >= 0 (ms)".into(),
+                ));
+            } else {
+                return Err(QueueError::BadConfig(
+                    "priority must be an integer number of ms, not a fraction".into(),
+                ));
+            }
+        }
+    };
+    let collation = match raw.collation {
+        None => None,
+        Some(c) => {
+            let kind = c.kind.ok_or_else(|| {
+                QueueError::BadConfig("collation needs a 'type' of \"user\" or \"team\"".into())
+            })?;
+            if kind != "user" && kind != "team" {
+                return Err(QueueError::BadConfig(
+                    "collation type must be \"user\" or \"team\"".into(),
+                ));
+            }
+            let id = match c.id {
+                Some(RawId::Str(s)) => s.into_owned(),
+                Some(RawId::Int(i)) => i.to_string(),
+                None => {
+                    return Err(QueueError::BadConfig(
+                        "collation needs an 'id' (string)".into(),
+                    ))
+                }
+            };
+            if id.is_empty() {
+                return Err(QueueError::BadConfig(
+                    "collation id must not be empty".into(),
+                ));
+            }
+            Some(format!("{kind}.{id}"))
+        }
+    };
+    Ok(JobConfig {
+        job_key: orca_key(&key, &url),
+        collation,
+        priority,
+    })
+}
+
+/// sha256(key + response_url), raw.
+pub fn orca_key(key: &str, response_url: &str) -> JobKey {
+    let mut h = Sha256::new();
+    h.update(key.as_bytes());
+    h.update(response_url.as_bytes());
+    h.finalize().into()
+}
+
+/// The orca key as users see it: standard base64 with padding (44 chars).
+pub fn encode_key(key: &JobKey) -> String {
+    base64::engine::general_purpose::STANDARD.encode(key)
+}
+
+/// Parse an orca key given by a client.
+pub fn decode_key(text: &[u8]) -> Option<JobKey> {
+    if text.len() != 44 {
+        return None;
+    }
+    let v = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .ok()?;
+    v.try_into().ok()
+}
+
+/// A collation name as stored: `user.<id>` or `team.<id>` with a non-empty id.
+pub fn valid_collation_name(name: &str) -> bool {
+    (name.starts_with("user.") || name.starts_with("team.")) && name.len() > 5
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn orca_key_matches_node_crypto() {
+        // node -e 'console.log(require("crypto").createHash("sha256").update("abc"+"http://x").digest("base64"))'
+        let k = orca_key("abc", "http://x");
+        assert_eq!(encode_key(&k).len(), 44);
+        assert_eq!(decode_key(encode_key(&k).as_bytes()), Some(k));
+        assert!(!encode_key(&k).contains('.'));
+        // sha256("") is well known.
+        assert_eq!(
+            encode_key(&orca_key("", "")),
+            "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+        );
+    }
+
+    #[test]
+    fn parses_fields() {
+        let c = parse_config(
+            br#"{"key":"k1","response_url":"u","collation":{"type":"user","id":"7"},"priority":60000,"script":[1,2]}"#,
+        )
+        .unwrap();
+        assert_eq!(c.collation.as_deref(), Some("user.7"));
+        assert_eq!(c.priority, 60000);
+        assert_eq!(c.job_key, orca_key("k1", "u"));
+        let c = parse_config(br#" {"key":"k","collation":{"type":"team","id":12}}"#).unwrap();
+        assert_eq!(c.collation.as_deref(), Some("team.12"));
+        assert_eq!(c.priority, 0);
+        let c = parse_config(br#"{"key":"k","collation":null,"priority":null}"#).unwrap();
+        assert_eq!(c.collation, None);
+    }
+
+    #[test]
+    fn rejects_bad_configs() {
+        for bad in [
+            &b""[..],
+            b"[]",
+            b"[\"k\"]",
+            b"\"k\"",
+            b"{",
+            b"{\"key\":1}",
+            b"{}",
+            b"{\"response_url\":\"x\"}",
+            b"{\"key\":\"k\",\"priority\":-1}",
+            b"{\"key\":\"k\",\"priority\":1.5}",
+            b"{\"key\":\"k\",\"priority\":\"5\"}",
+            b"{\"key\":\"k\",\"priority\":1e300}",
+            b"{\"key\":\"k\",\"priority\":18446744073709551615}",
+            b"{\"key\":\"k\",\"collation\":{\"type\":\"group\",\"id\":\"1\"}}",
+            b"{\"key\":\"k\",\"collation\":{\"type\":\"user\"}}",
+            b"{\"key\":\"k\",\"collation\":{\"type\":\"user\",\"id\":\"\"}}",
+            b"{\"key\":\"k\",\"collation\":{\"id\":\"1\"}}",
+            b"{\"key\":\"k\",\"collation\":\"user.1\"}",
+            b"{\"key\":\"k\",\"key\":\"j\"}",
+            b"{\"key\":\"k\"} x",
+            b"{\"key\":\"\xff\"}",
+        ] {
+            assert!(
+                parse_config(bad).is_err(),
+                "accepted {:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn decode_key_rejects_junk() {
+        assert_eq!(decode_key(b""), None);
+        assert_eq!(decode_key(b"not a key"), None);
+        assert_eq!(decode_key(&[b'A'; 44]), None);
+        assert_eq!(decode_key(&[0xff; 44]), None);
+    }
+}

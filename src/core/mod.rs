@@ -1,0 +1,22 @@
+//! The queue core: pure Rust, no Redis types, no `unsafe`, time passed in.
+//!
+//! - `config`: job config parsing and the orca key
+//! - `index`: the order-statistic tree behind the global reservation order
+//! - `queue`: the queue and its operations
+//! - `check`: the invariant check (`ORCA.CHECK`)
+//! - `codec`: the versioned serialized form (RDB, RESTORE, digests)
+
+pub mod check;
+pub mod codec;
+pub mod config;
+pub mod error;
+pub mod index;
+pub mod queue;
+
+pub use config::{decode_key, encode_key, parse_config, JobConfig, JobKey};
+pub use error::QueueError;
+pub use queue::{JobInfo, Move, Order, Queue};
+
+/// Largest time (ms) the queue accepts anywhere: 2^53 - 1, the largest
+/// integer every client language represents exactly.
+pub const MAX_TIME: i64 = (1 << 53) - 1;

@@ -1,0 +1,56 @@
+//! Orca: a job queue as a native Redis data type.
+//!
+//! `core` is the pure queue (no Redis, no `unsafe`, time passed in); `redis`
+//! is the thin adapter that parses commands, calls the core, replies,
+//! replicates and persists.
+
+pub mod core;
+pub mod redis;
+
+use redis_module::configuration::ConfigurationFlags;
+use redis_module::{redis_module, Context, RedisResult, RedisString};
+
+use crate::redis::datatype::QUEUE_TYPE;
+use crate::redis::{commands as c, guarded, settings};
+
+macro_rules! cmd {
+    ($f:path) => {
+        |ctx: &Context, args: Vec<RedisString>| -> RedisResult { guarded(ctx, args, $f) }
+    };
+}
+
+redis_module! {
+    name: "orca",
+    version: 1,
+    allocator: (crate::redis::alloc::OrcaAlloc, crate::redis::alloc::OrcaAlloc),
+    data_types: [QUEUE_TYPE],
+    init: redis_init,
+    commands: [
+        ["orca.enqueue", cmd!(c::enqueue), "write deny-oom", 1, 1, 1, ""],
+        ["orca.immediate", cmd!(c::immediate), "write deny-oom", 1, 1, 1, ""],
+        ["orca.reenqueue", cmd!(c::reenqueue), "write deny-oom", 1, 1, 1, ""],
+        ["orca.move", cmd!(c::move_job), "write", 1, 1, 1, ""],
+        ["orca.delete", cmd!(c::delete), "write fast", 1, 1, 1, ""],
+        ["orca.pop", cmd!(c::pop), "write fast", 1, 1, 1, ""],
+        ["orca.len", cmd!(c::len), "readonly fast", 1, 1, 1, ""],
+        ["orca.check", cmd!(c::check), "readonly", 1, 1, 1, ""],
+        ["orca.status", cmd!(c::status), "readonly", 1, 1, 1, ""],
+        ["orca.settings", cmd!(c::queue_settings), "write deny-oom", 1, 1, 1, ""],
+        ["orca.import", cmd!(c::import), "write deny-oom", 1, 1, 1, ""],
+    ],
+    configurations: [
+        i64: [
+            ["move-to-back-buffer", &settings::MOVE_TO_BACK_BUFFER, 10_000, 0, crate::core::MAX_TIME, ConfigurationFlags::DEFAULT, None],
+        ],
+        string: [],
+        bool: [],
+        enum: [
+            ["default-order", &settings::DEFAULT_ORDER, settings::OrderSetting::lifo, ConfigurationFlags::DEFAULT, None],
+        ],
+        module_args_as_configuration: true,
+    ]
+}
+
+fn redis_init(ctx: &Context, args: &[RedisString]) -> redis_module::Status {
+    crate::redis::init(ctx, args)
+}

@@ -1,0 +1,362 @@
+//! The `ORCA.*` commands: parse arguments, call the core, reply, replicate
+//! and notify. No `unsafe` here; no logic beyond the adapter's job.
+//!
+//! Replication rule: a command that reads the clock or a module setting
+//! replicates a form with that value pinned (`NOW <ms>`, `BUFFER <ms>`,
+//! `ORCA.SETTINGS ... ORDER`), so replicas and AOF replay reach the same state.
+
+use redis_module::{Context, NotifyEvent, RedisError, RedisResult, RedisString, RedisValue};
+
+use super::args::{err, is_kw, parse_ms, Options};
+use super::datatype::QUEUE_TYPE;
+use super::ffi::now_ms;
+use super::reply::{self, Fields};
+use super::settings;
+use crate::core::{decode_key, parse_config, JobKey, Move, Order, Queue, QueueError};
+
+fn core_err(e: QueueError) -> RedisError {
+    err(e.to_string())
+}
+
+fn notify(ctx: &Context, event: &str, key: &RedisString) {
+    ctx.notify_keyspace_event(NotifyEvent::MODULE, event, key);
+}
+
+fn order_arg(arg: &RedisString) -> Result<Order, RedisError> {
+    if is_kw(arg, "LIFO") {
+        Ok(Order::Lifo)
+    } else if is_kw(arg, "FIFO") {
+        Ok(Order::Fifo)
+    } else {
+        Err(err("order must be LIFO or FIFO"))
+    }
+}
+
+/// Run `op` on the queue at `name`, creating it (with the default order) if
+/// the key is empty. A new queue is stored only if `op` succeeds, so a failed
+/// command leaves no empty key behind. Returns op's value and whether the
+/// queue was created.
+fn write_queue<T>(
+    ctx: &Context,
+    name: &RedisString,
+    create: bool,
+    op: impl FnOnce(&mut Queue) -> Result<T, RedisError>,
+) -> Result<(Option<T>, Option<Order>), RedisError> {
+    let key = ctx.open_key_writable(name);
+    match key.get_value::<Queue>(&QUEUE_TYPE)? {
+        Some(q) => Ok((Some(op(q)?), None)),
+        None if create => {
+            let mut q = Queue::new(settings::default_order());
+            let v = op(&mut q)?;
+            let order = q.order();
+            key.set_value(&QUEUE_TYPE, q)?;
+            Ok((Some(v), Some(order)))
+        }
+        None => Ok((None, None)),
+    }
+}
+
+/// Run `op` on the queue at `name` for reading; `None` if there is no key.
+fn read_queue<T>(
+    ctx: &Context,
+    name: &RedisString,
+    op: impl FnOnce(&Queue) -> Result<T, RedisError>,
+) -> Result<Option<T>, RedisError> {
+    let key = ctx.open_key(name);
+    match key.get_value::<Queue>(&QUEUE_TYPE)? {
+        Some(q) => Ok(Some(op(q)?)),
+        None => Ok(None),
+    }
+}
+
+fn replicate_created_order(ctx: &Context, name: &RedisString, order: Option<Order>) {
+    if let Some(order) = order {
+        let o = order.name().as_bytes();
+        ctx.replicate(
+            "ORCA.SETTINGS",
+            &[name.as_slice(), b"ORDER".as_slice(), o][..],
+        );
+    }
+}
+
+/// A job key given by a client; `None` if it cannot be an orca key.
+fn job_key_arg(arg: &RedisString) -> Option<JobKey> {
+    decode_key(arg.as_slice())
+}
+
+#[derive(Clone, Copy)]
+enum PutKind {
+    Enqueue,
+    Immediate,
+}
+
+fn put(ctx: &Context, args: Vec<RedisString>, kind: PutKind) -> RedisResult {
+    if args.len() < 3 {
+        return Err(RedisError::WrongArity);
+    }
+    let (name, json) = (&args[1], &args[2]);
+    let opts = Options::parse(&args[3..], &["NOW"])?;
+    let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
+    let cfg = parse_config(json.as_slice()).map_err(core_err)?;
+    let payload = json.as_slice();
+    let (reply, order) = write_queue(ctx, name, true, |q| {
+        let (info, created) = match kind {
+            PutKind::Enqueue => q.enqueue(&cfg, payload, now),
+            PutKind::Immediate => q.put_immediate(&cfg, payload, now),
+        }
+        .map_err(core_err)?;
+        Ok((
+            reply::job(&info).int("created", created as i64).build(),
+            created,
+        ))
+    })?;
+    let (reply, created) = reply.ok_or_else(|| err("queue missing"))?;
+    replicate_created_order(ctx, name, order);
+    let now_s = now.to_string();
+    let cmd = match kind {
+        PutKind::Enqueue => "ORCA.ENQUEUE",
+        PutKind::Immediate => "ORCA.IMMEDIATE",
+    };
+    ctx.replicate(
+        cmd,
+        &[
+            name.as_slice(),
+            payload,
+            b"NOW".as_slice(),
+            now_s.as_bytes(),
+        ][..],
+    );
+    let event = match (kind, created) {
+        (_, false) => "orca.update",
+        (PutKind::Enqueue, true) => "orca.enqueue",
+        (PutKind::Immediate, true) => "orca.immediate",
+    };
+    notify(ctx, event, name);
+    Ok(reply)
+}
+
+/// `ORCA.ENQUEUE <queue> <config-json> [NOW <ms>]`
+pub fn enqueue(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    put(ctx, args, PutKind::Enqueue)
+}
+
+/// `ORCA.IMMEDIATE <queue> <config-json> [NOW <ms>]`
+pub fn immediate(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    put(ctx, args, PutKind::Immediate)
+}
+
+/// `ORCA.REENQUEUE <queue> <config-json> <created_at-ms>`
+pub fn reenqueue(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() != 4 {
+        return Err(RedisError::WrongArity);
+    }
+    let name = &args[1];
+    let created_at = parse_ms(&args[3], "created_at")?;
+    let cfg = parse_config(args[2].as_slice()).map_err(core_err)?;
+    let payload = args[2].as_slice();
+    let (reply, order) = write_queue(ctx, name, true, |q| {
+        let (info, created) = q
+            .put_immediate(&cfg, payload, created_at)
+            .map_err(core_err)?;
+        Ok(reply::job(&info).int("created", created as i64).build())
+    })?;
+    replicate_created_order(ctx, name, order);
+    ctx.replicate_verbatim();
+    notify(ctx, "orca.reenqueue", name);
+    reply.ok_or_else(|| err("queue missing"))
+}
+
+/// `ORCA.MOVE <queue> <orca-key> RELEASE|DELAY [NOW <ms>] [BUFFER <ms>]`
+pub fn move_job(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() < 4 {
+        return Err(RedisError::WrongArity);
+    }
+    let name = &args[1];
+    let release = if is_kw(&args[3], "RELEASE") {
+        true
+    } else if is_kw(&args[3], "DELAY") {
+        false
+    } else {
+        return Err(err("move must be RELEASE or DELAY"));
+    };
+    let opts = Options::parse(&args[4..], &["NOW", "BUFFER"])?;
+    if release && opts.get("BUFFER").is_some() {
+        return Err(err("BUFFER applies to DELAY only"));
+    }
+    let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
+    let buffer = opts
+        .ms("BUFFER")?
+        .unwrap_or_else(settings::move_to_back_buffer);
+    let key = job_key_arg(&args[2]).ok_or_else(|| core_err(QueueError::NoSuchJob))?;
+    let how = if release {
+        Move::Release
+    } else {
+        Move::Delay { buffer }
+    };
+    let (reply, _) = write_queue(ctx, name, false, |q| {
+        let info = q.move_job(&key, how, now).map_err(core_err)?;
+        Ok(reply::job(&info).build())
+    })?;
+    let reply = reply.ok_or_else(|| core_err(QueueError::NoSuchJob))?;
+    let (pin_name, pin_value): (&[u8], String) = if release {
+        (b"NOW", now.to_string())
+    } else {
+        (b"BUFFER", buffer.to_string())
+    };
+    ctx.replicate(
+        "ORCA.MOVE",
+        &[
+            name.as_slice(),
+            args[2].as_slice(),
+            args[3].as_slice(),
+            pin_name,
+            pin_value.as_bytes(),
+        ][..],
+    );
+    notify(
+        ctx,
+        if release {
+            "orca.release"
+        } else {
+            "orca.delay"
+        },
+        name,
+    );
+    Ok(reply)
+}
+
+/// `ORCA.DELETE <queue> <orca-key>`
+pub fn delete(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() != 3 {
+        return Err(RedisError::WrongArity);
+    }
+    let name = &args[1];
+    let Some(key) = job_key_arg(&args[2]) else {
+        // Not an orca key, so certainly not in the queue; still a type check.
+        read_queue(ctx, name, |_| Ok(()))?;
+        return Ok(RedisValue::Integer(0));
+    };
+    let (removed, _) = write_queue(ctx, name, false, |q| q.delete(&key).map_err(core_err))?;
+    let removed = removed.unwrap_or(false);
+    if removed {
+        ctx.replicate_verbatim();
+        notify(ctx, "orca.delete", name);
+    }
+    Ok(RedisValue::Integer(removed as i64))
+}
+
+/// `ORCA.POP <queue>`
+pub fn pop(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() != 2 {
+        return Err(RedisError::WrongArity);
+    }
+    let name = &args[1];
+    let (popped, _) = write_queue(ctx, name, false, |q| q.pop().map_err(core_err))?;
+    match popped.flatten() {
+        None => Ok(RedisValue::Null),
+        Some(info) => {
+            let key = crate::core::encode_key(&info.key);
+            // The effect, not the command: remove exactly this job.
+            ctx.replicate("ORCA.DELETE", &[name.as_slice(), key.as_bytes()][..]);
+            notify(ctx, "orca.pop", name);
+            Ok(reply::job(&info).build())
+        }
+    }
+}
+
+/// `ORCA.LEN <queue>`
+pub fn len(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() != 2 {
+        return Err(RedisError::WrongArity);
+    }
+    let n = read_queue(ctx, &args[1], |q| Ok(q.len()))?.unwrap_or(0);
+    Ok(RedisValue::Integer(n as i64))
+}
+
+/// `ORCA.CHECK <queue>`
+pub fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() != 2 {
+        return Err(RedisError::WrongArity);
+    }
+    read_queue(ctx, &args[1], |q| {
+        q.check()
+            .map_err(|e| RedisError::String(format!("ERR queue invariant broken: {e}")))
+    })?;
+    Ok(RedisValue::SimpleStringStatic("OK"))
+}
+
+/// `ORCA.STATUS <queue> <orca-key>`
+pub fn status(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() != 3 {
+        return Err(RedisError::WrongArity);
+    }
+    let key = job_key_arg(&args[2]);
+    let reply = read_queue(ctx, &args[1], |q| {
+        let Some(key) = key else { return Ok(None) };
+        match q.info(&key) {
+            Err(QueueError::NoSuchJob) => Ok(None),
+            Err(e) => Err(core_err(e)),
+            Ok(info) => {
+                let pos = q.position(&key).map_err(core_err)?;
+                Ok(Some(
+                    reply::job(&info)
+                        .str("state", "queued")
+                        .int("position", pos as i64)
+                        .build(),
+                ))
+            }
+        }
+    })?;
+    Ok(reply.flatten().unwrap_or(RedisValue::Null))
+}
+
+fn settings_reply(q: &Queue) -> RedisValue {
+    Fields::new()
+        .str("order", q.order().name())
+        .int("jobs", q.len() as i64)
+        .int("collations", q.collation_count() as i64)
+        .build()
+}
+
+/// `ORCA.SETTINGS <queue> [ORDER LIFO|FIFO]`
+pub fn queue_settings(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() < 2 {
+        return Err(RedisError::WrongArity);
+    }
+    let name = &args[1];
+    let opts = Options::parse(&args[2..], &["ORDER"])?;
+    let order = opts.get("ORDER").map(order_arg).transpose()?;
+    match order {
+        None => Ok(read_queue(ctx, name, |q| Ok(settings_reply(q)))?
+            .unwrap_or_else(|| settings_reply(&Queue::new(settings::default_order())))),
+        Some(order) => {
+            let (reply, _) = write_queue(ctx, name, true, |q| {
+                q.set_order(order);
+                Ok(settings_reply(q))
+            })?;
+            ctx.replicate_verbatim();
+            notify(ctx, "orca.settings", name);
+            reply.ok_or_else(|| err("queue missing"))
+        }
+    }
+}
+
+/// `ORCA.IMPORT <queue> <blob>`: adds the units of a serialized queue (the
+/// form AOF rewrite emits). Refused whole if the blob is malformed, violates
+/// an invariant, or collides with what the queue holds.
+pub fn import(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() != 3 {
+        return Err(RedisError::WrongArity);
+    }
+    let name = &args[1];
+    let incoming = Queue::decode(args[2].as_slice()).map_err(core_err)?;
+    let key = ctx.open_key_writable(name);
+    let n = incoming.len();
+    match key.get_value::<Queue>(&QUEUE_TYPE)? {
+        Some(q) => q.absorb(incoming).map_err(core_err)?,
+        None => key.set_value(&QUEUE_TYPE, incoming)?,
+    }
+    ctx.replicate_verbatim();
+    notify(ctx, "orca.import", name);
+    Ok(RedisValue::Integer(n as i64))
+}

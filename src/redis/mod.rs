@@ -1,0 +1,63 @@
+//! The Redis adapter: module registration, commands, the data type.
+//!
+//! `unsafe` lives only in `alloc.rs`, `datatype.rs` and `ffi.rs`, the files
+//! that touch the module API directly.
+
+pub mod alloc;
+pub mod args;
+pub mod commands;
+pub mod datatype;
+pub mod ffi;
+pub mod reply;
+pub mod settings;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use redis_module::{Context, RedisError, RedisResult, RedisString};
+
+/// Last line of defence: a panic in a command becomes an error reply and a
+/// log line instead of aborting the server. (It does not replace fixing it.)
+pub fn guarded(
+    ctx: &Context,
+    args: Vec<RedisString>,
+    f: fn(&Context, Vec<RedisString>) -> RedisResult,
+) -> RedisResult {
+    match catch_unwind(AssertUnwindSafe(|| f(ctx, args))) {
+        Ok(Err(RedisError::WrongType)) => Err(RedisError::Str(
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+        )),
+        Ok(Err(RedisError::String(s))) => Err(RedisError::String(clean_error(&s))),
+        Ok(r) => r,
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            ctx.log_warning(&format!("orca: contained a panic in a command: {what}"));
+            Err(RedisError::Str(
+                "ERR internal error in the orca module (see the server log)",
+            ))
+        }
+    }
+}
+
+pub fn init(ctx: &Context, _args: &[RedisString]) -> redis_module::Status {
+    ctx.set_module_options(redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS);
+    redis_module::Status::Ok
+}
+
+/// Error texts may quote client input (a JSON parser's message): keep them
+/// to one printable line of bounded length, with no NUL (the reply path
+/// builds a C string from it).
+fn clean_error(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(400)
+        .collect();
+    if !out.starts_with("ERR ") && !out.starts_with("WRONGTYPE ") {
+        out.insert_str(0, "ERR ");
+    }
+    out
+}
