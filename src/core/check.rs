@@ -16,7 +16,11 @@ impl Queue {
         // Every reservation in the global order belongs to exactly one owner
         // that knows it, with the same nonce.
         let mut per_collation: HashMap<&str, usize> = HashMap::new();
+        let mut all_nonces: HashSet<u64> = HashSet::with_capacity(self.index.len());
         for (rk, res) in self.index.iter() {
+            if !all_nonces.insert(res.nonce) {
+                return Err(format!("nonce {} used twice (invariant 4)", res.nonce));
+            }
             if !(0..=MAX_TIME).contains(&rk.score) {
                 return Err(format!("reservation score {} out of range", rk.score));
             }

@@ -17,7 +17,7 @@ use std::rc::Rc;
 use super::config::{valid_collation_name, JobKey};
 use super::error::QueueError;
 use super::queue::{Collation, Job, Order, Owner, Place, Queue, Res, ResKey};
-use super::MAX_TIME;
+use super::{MAX_TIME, SEQ_LIMIT};
 
 /// Encoding versions. A loader reads every version up to `ENCODING_CURRENT`
 /// and refuses newer ones.
@@ -108,8 +108,8 @@ impl<'a> Reader<'a> {
         }
         if tie == 0
             || nonce == 0
-            || nonce > i64::MAX as u64 / 2
-            || tie.unsigned_abs() > u64::MAX / 4
+            || nonce >= SEQ_LIMIT as u64
+            || !(-SEQ_LIMIT..SEQ_LIMIT).contains(&tie)
         {
             return Err(corrupt("reservation tie or nonce out of range"));
         }
@@ -321,7 +321,7 @@ impl QueueBuilder {
         let next_seq = r.i64()?;
         let front_tie = r.i64()?;
         r.done()?;
-        if !(1..=i64::MAX / 2).contains(&next_seq) || !(i64::MIN / 2..=0).contains(&front_tie) {
+        if !(1..=SEQ_LIMIT).contains(&next_seq) || !(-SEQ_LIMIT..=0).contains(&front_tie) {
             return Err(corrupt("counters out of range"));
         }
         let mut q = Queue::new(order);

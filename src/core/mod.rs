@@ -20,3 +20,8 @@ pub use queue::{JobInfo, Move, Order, Queue};
 /// Largest time (ms) the queue accepts anywhere: 2^53 - 1, the largest
 /// integer every client language represents exactly.
 pub const MAX_TIME: i64 = (1 << 53) - 1;
+
+/// Bound of the sequence counters (ties and nonces): |value| <= 2^62.
+/// Operations stop short of it and loaders refuse anything beyond it, so a
+/// queue that loaded can always be saved and loaded again.
+pub const SEQ_LIMIT: i64 = 1 << 62;

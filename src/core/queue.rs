@@ -11,7 +11,7 @@ use std::rc::Rc;
 use super::config::{JobConfig, JobKey};
 use super::error::QueueError;
 use super::index::OrderIndex;
-use super::MAX_TIME;
+use super::{MAX_TIME, SEQ_LIMIT};
 
 /// A reservation's place in the global order: by score (release time, ms),
 /// then by tie. Ties of ordinary reservations are increasing sequence numbers
@@ -169,6 +169,15 @@ impl Queue {
         self.collations.len()
     }
 
+    /// Refuse an operation (before it changes anything) when the sequence
+    /// counters are near their limit, so every queue stays reloadable.
+    pub(crate) fn seq_room(&self) -> Result<(), QueueError> {
+        if self.next_seq > SEQ_LIMIT - 16 || self.front_tie < -SEQ_LIMIT + 16 {
+            return Err(QueueError::Corrupt("sequence numbers exhausted".into()));
+        }
+        Ok(())
+    }
+
     fn alloc_seq(&mut self) -> i64 {
         let s = self.next_seq;
         self.next_seq += 1;
@@ -321,10 +330,14 @@ impl Queue {
         now: i64,
     ) -> Result<(JobInfo<'_>, bool), QueueError> {
         let key = cfg.job_key;
+        if !(0..=MAX_TIME).contains(&now) {
+            return Err(QueueError::TimeOverflow);
+        }
         if self.jobs.contains_key(&key) {
             self.replace_payload(&key, payload);
             return Ok((self.info(&key)?, false));
         }
+        self.seq_room()?;
         let release = now
             .checked_add(cfg.priority)
             .filter(|t| (0..=MAX_TIME).contains(t))
@@ -372,6 +385,7 @@ impl Queue {
         if !(0..=MAX_TIME).contains(&arrival) {
             return Err(QueueError::TimeOverflow);
         }
+        self.seq_room()?;
         let key = cfg.job_key;
         if let Some(job) = self.jobs.get(&key) {
             let already = matches!(
@@ -421,6 +435,12 @@ impl Queue {
         {
             return Err(QueueError::ImmediateNotMovable);
         }
+        if let Move::Delay { buffer } = how {
+            if !(0..=MAX_TIME).contains(&buffer) {
+                return Err(QueueError::TimeOverflow);
+            }
+        }
+        self.seq_room()?;
         match how {
             Move::Release => {
                 if !(0..=MAX_TIME).contains(&now) {
@@ -517,7 +537,7 @@ impl Queue {
             nonce: res.nonce,
             created_at: job.created_at,
             release_at: rk.score,
-            attempts: job.attempts + 1,
+            attempts: job.attempts.saturating_add(1),
             payload: Cow::Owned(job.payload.into_vec()),
         }))
     }
