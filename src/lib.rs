@@ -11,7 +11,7 @@ use redis_module::configuration::ConfigurationFlags;
 use redis_module::{redis_module, Context, RedisResult, RedisString};
 
 use crate::redis::datatype::QUEUE_TYPE;
-use crate::redis::{commands as c, guarded, settings};
+use crate::redis::{commands as c, guarded, settings, timer, worker as w};
 
 macro_rules! cmd {
     ($f:path) => {
@@ -31,16 +31,31 @@ redis_module! {
         ["orca.reenqueue", cmd!(c::reenqueue), "write deny-oom", 1, 1, 1, ""],
         ["orca.move", cmd!(c::move_job), "write", 1, 1, 1, ""],
         ["orca.delete", cmd!(c::delete), "write fast", 1, 1, 1, ""],
-        ["orca.pop", cmd!(c::pop), "write fast", 1, 1, 1, ""],
+        ["orca.pop", cmd!(w::pop), "write fast", 1, 1, 1, ""],
+        ["orca.ack", cmd!(w::ack), "write fast", 1, 1, 1, ""],
+        ["orca.nack", cmd!(w::nack), "write fast", 1, 1, 1, ""],
+        ["orca.extend", cmd!(w::extend), "write fast", 1, 1, 1, ""],
+        ["orca.result", cmd!(w::result), "readonly fast", 1, 1, 1, ""],
+        ["orca.dead", cmd!(w::dead), "write", 1, 1, 1, ""],
+        ["orca.tick", cmd!(w::tick), "write", 1, 1, 1, ""],
         ["orca.len", cmd!(c::len), "readonly fast", 1, 1, 1, ""],
         ["orca.check", cmd!(c::check), "readonly", 1, 1, 1, ""],
         ["orca.status", cmd!(c::status), "readonly", 1, 1, 1, ""],
         ["orca.settings", cmd!(c::queue_settings), "write deny-oom", 1, 1, 1, ""],
         ["orca.import", cmd!(c::import), "write deny-oom", 1, 1, 1, ""],
     ],
+    event_handlers: [
+        [@GENERIC: timer::on_generic_event],
+    ],
     configurations: [
         i64: [
             ["move-to-back-buffer", &settings::MOVE_TO_BACK_BUFFER, 10_000, 0, crate::core::MAX_TIME, ConfigurationFlags::DEFAULT, None],
+            ["lease-time", &settings::LEASE_TIME, 300_000, 0, crate::core::MAX_TIME, ConfigurationFlags::DEFAULT, None],
+            ["max-attempts", &settings::MAX_ATTEMPTS, 5, 0, u32::MAX as i64, ConfigurationFlags::DEFAULT, None],
+            ["retry-base", &settings::RETRY_BASE, 1_000, 0, crate::core::MAX_TIME, ConfigurationFlags::DEFAULT, None],
+            ["retry-cap", &settings::RETRY_CAP, 300_000, 0, crate::core::MAX_TIME, ConfigurationFlags::DEFAULT, None],
+            ["result-ttl", &settings::RESULT_TTL, 3_600_000, 0, crate::core::MAX_TIME, ConfigurationFlags::DEFAULT, None],
+            ["max-pop-count", &settings::MAX_POP_COUNT, 1_000, 1, 1_000_000, ConfigurationFlags::DEFAULT, None],
         ],
         string: [],
         bool: [],

@@ -136,6 +136,81 @@ impl Queue {
         if payload != self.payload_bytes {
             return Err("payload accounting is off".into());
         }
+        self.check_work()
+    }
+
+    /// Leases, retries, dead letters, results and cancellations: each map
+    /// agrees with its deadline order, counters are in range, bytes add up.
+    fn check_work(&self) -> Result<(), String> {
+        let w = &self.work;
+        let seq = self.next_seq;
+        let time_ok = |t: i64| (0..=MAX_TIME).contains(&t);
+        let name_ok = |c: &Option<std::rc::Rc<str>>| c.as_deref().is_none_or(valid_collation_name);
+        let mut bytes = 0usize;
+        if w.leases.len() != w.lease_order.len() {
+            return Err("lease order and leases disagree".into());
+        }
+        for (token, l) in &w.leases {
+            if *token == 0 || *token >= seq as u64 || !w.lease_order.contains(&(l.deadline, *token))
+            {
+                return Err("a lease is out of range or missing from the lease order".into());
+            }
+            if !time_ok(l.deadline) || !time_ok(l.job.created_at) || !name_ok(&l.job.collation) {
+                return Err("a lease holds an invalid job".into());
+            }
+            if w.cancelled.contains_key(token) {
+                return Err("a lease is both held and cancelled".into());
+            }
+            bytes += l.job.payload.len();
+        }
+        if w.delayed.len() != w.delayed_order.len() {
+            return Err("retry order and delayed jobs disagree".into());
+        }
+        for (key, d) in &w.delayed {
+            if !w.delayed_order.contains(&(d.retry_at, *key)) {
+                return Err("a delayed job is missing from the retry order".into());
+            }
+            if !time_ok(d.retry_at) || !time_ok(d.job.created_at) || !name_ok(&d.job.collation) {
+                return Err("a delayed job is invalid".into());
+            }
+            bytes += d.job.payload.len();
+        }
+        if w.dead.len() != w.dead_order.len() {
+            return Err("dead order and dead jobs disagree".into());
+        }
+        for (key, d) in &w.dead {
+            if !w.dead_order.contains(&(d.died_at, d.seq, *key)) || d.seq <= 0 || d.seq >= seq {
+                return Err("a dead job is missing from the dead order or out of range".into());
+            }
+            if !time_ok(d.died_at) || !time_ok(d.job.created_at) || !name_ok(&d.job.collation) {
+                return Err("a dead job is invalid".into());
+            }
+            bytes += d.job.payload.len();
+        }
+        if w.results.len() != w.result_order.len() {
+            return Err("result order and results disagree".into());
+        }
+        for (key, r) in &w.results {
+            if !w.result_order.contains(&(r.expires_at, *key)) || !time_ok(r.expires_at) {
+                return Err("a result is missing from the result order".into());
+            }
+            bytes += r.payload.len();
+        }
+        if w.cancelled.len() != w.cancelled_order.len() {
+            return Err("cancellation order and cancellations disagree".into());
+        }
+        for (token, until) in &w.cancelled {
+            if *token == 0
+                || *token >= seq as u64
+                || !w.cancelled_order.contains(&(*until, *token))
+                || !time_ok(*until)
+            {
+                return Err("a cancellation is out of range or missing from its order".into());
+            }
+        }
+        if bytes != w.bytes {
+            return Err("parked payload accounting is off".into());
+        }
         Ok(())
     }
 }

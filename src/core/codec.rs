@@ -17,6 +17,7 @@ use std::rc::Rc;
 use super::config::{valid_collation_name, JobKey};
 use super::error::QueueError;
 use super::queue::{Collation, Job, Order, Owner, Place, Queue, Res, ResKey};
+use super::worker::{Dead, DeathCause, Delayed, Lease, Parked, StoredResult};
 use super::{MAX_TIME, SEQ_LIMIT};
 
 /// Encoding versions. A loader reads every version up to `ENCODING_CURRENT`
@@ -26,6 +27,11 @@ pub const ENCODING_CURRENT: u8 = ENCODING_V1;
 
 const UNIT_SINGLE: u8 = 1;
 const UNIT_COLLATION: u8 = 2;
+const UNIT_LEASE: u8 = 3;
+const UNIT_DELAYED: u8 = 4;
+const UNIT_DEAD: u8 = 5;
+const UNIT_RESULT: u8 = 6;
+const UNIT_CANCELLED: u8 = 7;
 
 fn corrupt(msg: &str) -> QueueError {
     QueueError::Corrupt(msg.to_string())
@@ -50,6 +56,19 @@ impl Writer {
         self.u64(b.len() as u64);
         self.0.extend_from_slice(b);
     }
+    fn parked(&mut self, p: &Parked) {
+        self.i64(p.created_at);
+        self.u32(p.attempts);
+        self.u8(p.immediate as u8);
+        match &p.collation {
+            Some(c) => {
+                self.u8(1);
+                self.bytes(c.as_bytes());
+            }
+            None => self.u8(0),
+        }
+        self.bytes(&p.payload);
+    }
     fn job(&mut self, key: &JobKey, job: &Job) {
         self.0.extend_from_slice(key);
         self.i64(job.created_at);
@@ -57,6 +76,9 @@ impl Writer {
         self.bytes(&job.payload);
     }
 }
+
+/// A parked job as read: created_at, attempts, immediate, collation, payload.
+type RawParked<'a> = (i64, u32, bool, Option<&'a str>, &'a [u8]);
 
 struct Reader<'a> {
     buf: &'a [u8],
@@ -125,6 +147,43 @@ impl<'a> Reader<'a> {
         let payload = self.bytes()?;
         Ok((key, created_at, attempts, payload))
     }
+    fn time(&mut self) -> Result<i64, QueueError> {
+        let t = self.i64()?;
+        if !(0..=MAX_TIME).contains(&t) {
+            return Err(corrupt("time out of range"));
+        }
+        Ok(t)
+    }
+    fn token(&mut self) -> Result<u64, QueueError> {
+        let t = self.u64()?;
+        if t == 0 || t >= SEQ_LIMIT as u64 {
+            return Err(corrupt("lease token out of range"));
+        }
+        Ok(t)
+    }
+    fn parked(&mut self) -> Result<RawParked<'a>, QueueError> {
+        let created_at = self.time()?;
+        let attempts = self.u32()?;
+        let immediate = match self.u8()? {
+            0 => false,
+            1 => true,
+            _ => return Err(corrupt("bad immediate flag")),
+        };
+        let collation = match self.u8()? {
+            0 => None,
+            1 => {
+                let name = std::str::from_utf8(self.bytes()?)
+                    .map_err(|_| corrupt("collation name not UTF-8"))?;
+                if !valid_collation_name(name) {
+                    return Err(corrupt("invalid collation name"));
+                }
+                Some(name)
+            }
+            _ => return Err(corrupt("bad collation flag")),
+        };
+        let payload = self.bytes()?;
+        Ok((created_at, attempts, immediate, collation, payload))
+    }
     fn done(&self) -> Result<(), QueueError> {
         if self.buf.is_empty() {
             Ok(())
@@ -155,6 +214,11 @@ impl Queue {
             .filter(|j| matches!(j.place, Place::Single { .. }))
             .count()
             + self.collations.len()
+            + self.work.leases.len()
+            + self.work.delayed.len()
+            + self.work.dead.len()
+            + self.work.results.len()
+            + self.work.cancelled.len()
     }
 
     /// Call `f` with each encoded unit, in canonical order.
@@ -210,6 +274,61 @@ impl Queue {
             }
             f(&w.0);
         }
+        let work = &self.work;
+        let mut tokens: Vec<&u64> = work.leases.keys().collect();
+        tokens.sort_unstable();
+        for token in tokens {
+            let l = &work.leases[token];
+            w.0.clear();
+            w.u8(UNIT_LEASE);
+            w.u64(*token);
+            w.0.extend_from_slice(&l.key);
+            w.i64(l.deadline);
+            w.parked(&l.job);
+            f(&w.0);
+        }
+        for (_, key) in &work.delayed_order {
+            let Some(d) = work.delayed.get(key) else {
+                continue;
+            };
+            w.0.clear();
+            w.u8(UNIT_DELAYED);
+            w.0.extend_from_slice(key);
+            w.i64(d.retry_at);
+            w.parked(&d.job);
+            f(&w.0);
+        }
+        for (_, _, key) in &work.dead_order {
+            let Some(d) = work.dead.get(key) else {
+                continue;
+            };
+            w.0.clear();
+            w.u8(UNIT_DEAD);
+            w.0.extend_from_slice(key);
+            w.i64(d.died_at);
+            w.i64(d.seq);
+            w.u8(d.cause as u8);
+            w.parked(&d.job);
+            f(&w.0);
+        }
+        for (_, key) in &work.result_order {
+            let Some(r) = work.results.get(key) else {
+                continue;
+            };
+            w.0.clear();
+            w.u8(UNIT_RESULT);
+            w.0.extend_from_slice(key);
+            w.i64(r.expires_at);
+            w.bytes(&r.payload);
+            f(&w.0);
+        }
+        for (until, token) in &work.cancelled_order {
+            w.0.clear();
+            w.u8(UNIT_CANCELLED);
+            w.u64(*token);
+            w.i64(*until);
+            f(&w.0);
+        }
     }
 
     /// The whole queue as one buffer: header, unit count, then each unit
@@ -261,6 +380,23 @@ impl Queue {
                 return Err(corrupt("imported collation already in the queue"));
             }
         }
+        let (mine, theirs) = (&self.work, &other.work);
+        if theirs
+            .leases
+            .keys()
+            .any(|t| mine.leases.contains_key(t) || mine.cancelled.contains_key(t))
+            || theirs
+                .cancelled
+                .keys()
+                .any(|t| mine.leases.contains_key(t) || mine.cancelled.contains_key(t))
+            || theirs.delayed.keys().any(|k| mine.delayed.contains_key(k))
+            || theirs.dead.keys().any(|k| mine.dead.contains_key(k))
+            || theirs.results.keys().any(|k| mine.results.contains_key(k))
+        {
+            return Err(corrupt(
+                "imported leases, retries, dead jobs or results collide with the queue's",
+            ));
+        }
         // `other` is consumed, so its reference-counted names move over
         // without being shared with anything else.
         let Queue {
@@ -270,8 +406,21 @@ impl Queue {
             next_seq,
             front_tie,
             payload_bytes,
+            work,
             ..
         } = other;
+        let w = &mut self.work;
+        w.leases.extend(work.leases);
+        w.lease_order.extend(work.lease_order);
+        w.delayed.extend(work.delayed);
+        w.delayed_order.extend(work.delayed_order);
+        w.dead.extend(work.dead);
+        w.dead_order.extend(work.dead_order);
+        w.results.extend(work.results);
+        w.result_order.extend(work.result_order);
+        w.cancelled.extend(work.cancelled);
+        w.cancelled_order.extend(work.cancelled_order);
+        w.bytes += work.bytes;
         self.jobs.extend(jobs);
         for (rk, r) in index.iter() {
             self.index.insert(*rk, r.clone());
@@ -331,6 +480,17 @@ impl QueueBuilder {
             q,
             max_seq: 0,
             min_tie: 0,
+        })
+    }
+
+    fn parked(&self, r: &mut Reader<'_>) -> Result<Parked, QueueError> {
+        let (created_at, attempts, immediate, collation, payload) = r.parked()?;
+        Ok(Parked {
+            payload: payload.into(),
+            created_at,
+            attempts,
+            collation: collation.map(|n| self.q.intern(n)),
+            immediate,
         })
     }
 
@@ -466,6 +626,98 @@ impl QueueBuilder {
                     );
                 }
                 self.q.collations.insert(name, coll);
+                Ok(())
+            }
+            UNIT_LEASE => {
+                let token = r.token()?;
+                let key = r.key()?;
+                let deadline = r.time()?;
+                let job = self.parked(&mut r)?;
+                r.done()?;
+                let w = &mut self.q.work;
+                if w.leases.contains_key(&token) || w.cancelled.contains_key(&token) {
+                    return Err(corrupt("duplicate lease token"));
+                }
+                self.max_seq = self.max_seq.max(token as i64);
+                w.bytes += job.payload.len();
+                w.lease_order.insert((deadline, token));
+                w.leases.insert(token, Lease { key, deadline, job });
+                Ok(())
+            }
+            UNIT_DELAYED => {
+                let key = r.key()?;
+                let retry_at = r.time()?;
+                let job = self.parked(&mut r)?;
+                r.done()?;
+                let w = &mut self.q.work;
+                if w.delayed.contains_key(&key) {
+                    return Err(corrupt("duplicate delayed job"));
+                }
+                w.bytes += job.payload.len();
+                w.delayed_order.insert((retry_at, key));
+                w.delayed.insert(key, Delayed { retry_at, job });
+                Ok(())
+            }
+            UNIT_DEAD => {
+                let key = r.key()?;
+                let died_at = r.time()?;
+                let seq = r.i64()?;
+                if !(1..SEQ_LIMIT).contains(&seq) {
+                    return Err(corrupt("dead sequence out of range"));
+                }
+                let cause = DeathCause::from_u8(r.u8()?)
+                    .ok_or_else(|| corrupt("unknown cause of death"))?;
+                let job = self.parked(&mut r)?;
+                r.done()?;
+                let w = &mut self.q.work;
+                if w.dead.contains_key(&key) {
+                    return Err(corrupt("duplicate dead job"));
+                }
+                self.max_seq = self.max_seq.max(seq);
+                w.bytes += job.payload.len();
+                w.dead_order.insert((died_at, seq, key));
+                w.dead.insert(
+                    key,
+                    Dead {
+                        died_at,
+                        seq,
+                        cause,
+                        job,
+                    },
+                );
+                Ok(())
+            }
+            UNIT_RESULT => {
+                let key = r.key()?;
+                let expires_at = r.time()?;
+                let payload = r.bytes()?;
+                r.done()?;
+                let w = &mut self.q.work;
+                if w.results.contains_key(&key) {
+                    return Err(corrupt("duplicate result"));
+                }
+                w.bytes += payload.len();
+                w.result_order.insert((expires_at, key));
+                w.results.insert(
+                    key,
+                    StoredResult {
+                        expires_at,
+                        payload: payload.into(),
+                    },
+                );
+                Ok(())
+            }
+            UNIT_CANCELLED => {
+                let token = r.token()?;
+                let until = r.time()?;
+                r.done()?;
+                let w = &mut self.q.work;
+                if w.cancelled.contains_key(&token) || w.leases.contains_key(&token) {
+                    return Err(corrupt("duplicate cancelled lease"));
+                }
+                self.max_seq = self.max_seq.max(token as i64);
+                w.cancelled_order.insert((until, token));
+                w.cancelled.insert(token, until);
                 Ok(())
             }
             _ => Err(corrupt("unknown unit type")),

@@ -13,6 +13,13 @@ pub enum QueueError {
     ImmediateNotMovable,
     /// A time computation would leave the supported range.
     TimeOverflow,
+    /// ACK/NACK/EXTEND of a lease whose job was deleted (cancelled).
+    Cancelled,
+    /// ACK/NACK/EXTEND with a lease that is not held (expired and handed
+    /// out again, already acked or nacked, or never issued).
+    LeaseNotHeld,
+    /// `ORCA.DEAD ... REQUEUE` of a job whose key is queued again.
+    AlreadyQueued,
     /// A serialized queue (RDB, RESTORE, import) is malformed; the text says how.
     Corrupt(String),
 }
@@ -24,6 +31,12 @@ impl fmt::Display for QueueError {
             QueueError::NoSuchJob => write!(f, "no such job"),
             QueueError::ImmediateNotMovable => write!(f, "immediate jobs cannot be moved"),
             QueueError::TimeOverflow => write!(f, "time out of range"),
+            QueueError::Cancelled => write!(f, "job was cancelled"),
+            QueueError::LeaseNotHeld => write!(
+                f,
+                "lease not held (it expired and the job was handed out again, was already acked or nacked, or never existed)"
+            ),
+            QueueError::AlreadyQueued => write!(f, "job is already queued"),
             QueueError::Corrupt(s) => write!(f, "corrupt queue data: {s}"),
         }
     }

@@ -397,7 +397,7 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             let key = (x % 500) as i64;
-            if x % 3 == 0 {
+            if x.is_multiple_of(3) {
                 assert_eq!(ix.remove(&key), model.remove(&key));
             } else {
                 let inserted = ix.insert(key, step);

@@ -4,6 +4,7 @@
 //! - `index`: the order-statistic tree behind the global reservation order
 //! - `queue`: the queue and its operations
 //! - `check`: the invariant check (`ORCA.CHECK`)
+//! - `worker`: leases, ack/nack, retries, dead letters, results, `tick`
 //! - `codec`: the versioned serialized form (RDB, RESTORE, digests)
 
 pub mod check;
@@ -12,10 +13,12 @@ pub mod config;
 pub mod error;
 pub mod index;
 pub mod queue;
+pub mod worker;
 
 pub use config::{decode_key, encode_key, parse_config, JobConfig, JobKey};
 pub use error::QueueError;
 pub use queue::{JobInfo, Move, Order, Queue};
+pub use worker::{Delivery, NackOutcome, Policy, State, TickReport};
 
 /// Largest time (ms) the queue accepts anywhere: 2^53 - 1, the largest
 /// integer every client language represents exactly.

@@ -129,8 +129,10 @@ pub struct Queue {
     pub(crate) next_seq: i64,
     /// Tie of the last reservation put at the very front. <= 0.
     pub(crate) front_tie: i64,
-    /// Sum of payload lengths (for memory accounting).
+    /// Sum of payload lengths of queued jobs (for memory accounting).
     pub(crate) payload_bytes: usize,
+    /// Jobs handed out and not yet acked/nacked/expired (see worker.rs).
+    pub(crate) work: super::worker::Work,
 }
 
 impl Queue {
@@ -143,6 +145,7 @@ impl Queue {
             next_seq: 1,
             front_tie: 0,
             payload_bytes: 0,
+            work: Default::default(),
         }
     }
 
@@ -178,7 +181,7 @@ impl Queue {
         Ok(())
     }
 
-    fn alloc_seq(&mut self) -> i64 {
+    pub(crate) fn alloc_seq(&mut self) -> i64 {
         let s = self.next_seq;
         self.next_seq += 1;
         s
@@ -198,12 +201,12 @@ impl Queue {
         }
     }
 
-    fn insert_job(&mut self, key: JobKey, job: Job) {
+    pub(crate) fn insert_job(&mut self, key: JobKey, job: Job) {
         self.payload_bytes += job.payload.len();
         self.jobs.insert(key, job);
     }
 
-    fn remove_job(&mut self, key: &JobKey) -> Option<Job> {
+    pub(crate) fn remove_job(&mut self, key: &JobKey) -> Option<Job> {
         let job = self.jobs.remove(key)?;
         self.payload_bytes -= job.payload.len();
         Some(job)
@@ -211,7 +214,7 @@ impl Queue {
 
     /// Give `key` a single reservation of its own at `score`, in arrival order
     /// among equal scores.
-    fn add_single(&mut self, key: JobKey, score: i64, immediate: bool) -> Place {
+    pub(crate) fn add_single(&mut self, key: JobKey, score: i64, immediate: bool) -> Place {
         let seq = self.alloc_seq();
         let res = ResKey { score, tie: seq };
         self.index.insert(
@@ -302,7 +305,7 @@ impl Queue {
     }
 
     /// Remove whatever reservation the job holds (single or paired).
-    fn detach(&mut self, key: &JobKey) -> Result<(), QueueError> {
+    pub(crate) fn detach(&mut self, key: &JobKey) -> Result<(), QueueError> {
         let job = self.jobs.get(key).ok_or(QueueError::NoSuchJob)?;
         match job.place {
             Place::Single { res, .. } => {
@@ -635,6 +638,15 @@ impl Queue {
                     + c.res.len() * (size_of::<(ResKey, u64)>() + 16)
             })
             .sum();
-        size_of::<Queue>() + jobs + colls + self.index.heap_bytes() + self.payload_bytes
+        let work = (self.work.leases.len() + self.work.delayed.len() + self.work.dead.len())
+            * (size_of::<super::worker::Lease>() + 48)
+            + (self.work.results.len() + self.work.cancelled.len()) * 96;
+        size_of::<Queue>()
+            + jobs
+            + colls
+            + self.index.heap_bytes()
+            + self.payload_bytes
+            + work
+            + self.work.bytes
     }
 }

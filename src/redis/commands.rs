@@ -9,16 +9,17 @@ use redis_module::{Context, NotifyEvent, RedisError, RedisResult, RedisString, R
 
 use super::args::{err, is_kw, parse_ms, Options};
 use super::datatype::QUEUE_TYPE;
-use super::ffi::now_ms;
+use super::ffi::{now_ms, signal_ready};
 use super::reply::{self, Fields};
 use super::settings;
-use crate::core::{decode_key, parse_config, JobKey, Move, Order, Queue, QueueError};
+use super::timer;
+use crate::core::{decode_key, parse_config, JobKey, Move, Order, Queue, QueueError, State};
 
-fn core_err(e: QueueError) -> RedisError {
+pub(crate) fn core_err(e: QueueError) -> RedisError {
     err(e.to_string())
 }
 
-fn notify(ctx: &Context, event: &str, key: &RedisString) {
+pub(crate) fn notify(ctx: &Context, event: &str, key: &RedisString) {
     ctx.notify_keyspace_event(NotifyEvent::MODULE, event, key);
 }
 
@@ -36,7 +37,7 @@ fn order_arg(arg: &RedisString) -> Result<Order, RedisError> {
 /// the key is empty. A new queue is stored only if `op` succeeds, so a failed
 /// command leaves no empty key behind. Returns op's value and whether the
 /// queue was created.
-fn write_queue<T>(
+pub(crate) fn write_queue<T>(
     ctx: &Context,
     name: &RedisString,
     create: bool,
@@ -44,11 +45,16 @@ fn write_queue<T>(
 ) -> Result<(Option<T>, Option<Order>), RedisError> {
     let key = ctx.open_key_writable(name);
     match key.get_value::<Queue>(&QUEUE_TYPE)? {
-        Some(q) => Ok((Some(op(q)?), None)),
+        Some(q) => {
+            let v = op(q)?;
+            timer::track(ctx, name, q);
+            Ok((Some(v), None))
+        }
         None if create => {
             let mut q = Queue::new(settings::default_order());
             let v = op(&mut q)?;
             let order = q.order();
+            timer::track(ctx, name, &q);
             key.set_value(&QUEUE_TYPE, q)?;
             Ok((Some(v), Some(order)))
         }
@@ -57,7 +63,7 @@ fn write_queue<T>(
 }
 
 /// Run `op` on the queue at `name` for reading; `None` if there is no key.
-fn read_queue<T>(
+pub(crate) fn read_queue<T>(
     ctx: &Context,
     name: &RedisString,
     op: impl FnOnce(&Queue) -> Result<T, RedisError>,
@@ -69,7 +75,7 @@ fn read_queue<T>(
     }
 }
 
-fn replicate_created_order(ctx: &Context, name: &RedisString, order: Option<Order>) {
+pub(crate) fn replicate_created_order(ctx: &Context, name: &RedisString, order: Option<Order>) {
     if let Some(order) = order {
         let o = order.name().as_bytes();
         ctx.replicate(
@@ -80,7 +86,7 @@ fn replicate_created_order(ctx: &Context, name: &RedisString, order: Option<Orde
 }
 
 /// A job key given by a client; `None` if it cannot be an orca key.
-fn job_key_arg(arg: &RedisString) -> Option<JobKey> {
+pub(crate) fn job_key_arg(arg: &RedisString) -> Option<JobKey> {
     decode_key(arg.as_slice())
 }
 
@@ -132,6 +138,7 @@ fn put(ctx: &Context, args: Vec<RedisString>, kind: PutKind) -> RedisResult {
         (PutKind::Immediate, true) => "orca.immediate",
     };
     notify(ctx, event, name);
+    signal_ready(ctx, name);
     Ok(reply)
 }
 
@@ -163,6 +170,7 @@ pub fn reenqueue(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     replicate_created_order(ctx, name, order);
     ctx.replicate_verbatim();
     notify(ctx, "orca.reenqueue", name);
+    signal_ready(ctx, name);
     reply.ok_or_else(|| err("queue missing"))
 }
 
@@ -236,32 +244,13 @@ pub fn delete(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         read_queue(ctx, name, |_| Ok(()))?;
         return Ok(RedisValue::Integer(0));
     };
-    let (removed, _) = write_queue(ctx, name, false, |q| q.delete(&key).map_err(core_err))?;
+    let (removed, _) = write_queue(ctx, name, false, |q| q.cancel(&key).map_err(core_err))?;
     let removed = removed.unwrap_or(false);
     if removed {
         ctx.replicate_verbatim();
         notify(ctx, "orca.delete", name);
     }
     Ok(RedisValue::Integer(removed as i64))
-}
-
-/// `ORCA.POP <queue>`
-pub fn pop(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    if args.len() != 2 {
-        return Err(RedisError::WrongArity);
-    }
-    let name = &args[1];
-    let (popped, _) = write_queue(ctx, name, false, |q| q.pop().map_err(core_err))?;
-    match popped.flatten() {
-        None => Ok(RedisValue::Null),
-        Some(info) => {
-            let key = crate::core::encode_key(&info.key);
-            // The effect, not the command: remove exactly this job.
-            ctx.replicate("ORCA.DELETE", &[name.as_slice(), key.as_bytes()][..]);
-            notify(ctx, "orca.pop", name);
-            Ok(reply::job(&info).build())
-        }
-    }
 }
 
 /// `ORCA.LEN <queue>`
@@ -293,19 +282,54 @@ pub fn status(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let key = job_key_arg(&args[2]);
     let reply = read_queue(ctx, &args[1], |q| {
         let Some(key) = key else { return Ok(None) };
-        match q.info(&key) {
-            Err(QueueError::NoSuchJob) => Ok(None),
-            Err(e) => Err(core_err(e)),
-            Ok(info) => {
-                let pos = q.position(&key).map_err(core_err)?;
-                Ok(Some(
-                    reply::job(&info)
-                        .str("state", "queued")
-                        .int("position", pos as i64)
-                        .build(),
-                ))
+        let states = q.states(&key).map_err(core_err)?;
+        // The job that will run next for this key: queued or delayed first,
+        // then a running delivery, then the dead entry. Every lease on the
+        // key is listed under `leases`.
+        let mut main: Option<Fields> = None;
+        let mut leases = Vec::new();
+        for st in &states {
+            match st {
+                State::Queued(info, pos) => {
+                    main.get_or_insert_with(|| {
+                        reply::job(info)
+                            .str("state", "queued")
+                            .int("position", *pos as i64)
+                    });
+                }
+                State::Delayed(k, d) => {
+                    main.get_or_insert_with(|| {
+                        reply::job(&d.job.info(*k, d.retry_at))
+                            .str("state", "delayed")
+                            .int("retry_at", d.retry_at)
+                    });
+                }
+                State::Leased(k, token, l) => {
+                    leases.push(
+                        Fields::new()
+                            .str("lease", token.to_string())
+                            .int("deadline", l.deadline)
+                            .int("attempts", l.job.attempts as i64)
+                            .build(),
+                    );
+                    main.get_or_insert_with(|| {
+                        reply::job(&l.job.info(*k, l.deadline))
+                            .str("state", "leased")
+                            .str("lease", token.to_string())
+                            .int("deadline", l.deadline)
+                    });
+                }
+                State::Dead(k, d) => {
+                    main.get_or_insert_with(|| {
+                        reply::job(&d.job.info(*k, d.died_at))
+                            .str("state", "dead")
+                            .int("died_at", d.died_at)
+                            .str("cause", d.cause.name())
+                    });
+                }
             }
         }
+        Ok(main.map(|m| m.value("leases", RedisValue::Array(leases)).build()))
     })?;
     Ok(reply.flatten().unwrap_or(RedisValue::Null))
 }
@@ -358,5 +382,6 @@ pub fn import(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     }
     ctx.replicate_verbatim();
     notify(ctx, "orca.import", name);
+    signal_ready(ctx, name);
     Ok(RedisValue::Integer(n as i64))
 }

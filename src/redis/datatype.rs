@@ -91,7 +91,14 @@ fn load_queue(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<Queue, Stri
 unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
     let res = catch_unwind(AssertUnwindSafe(|| load_queue(rdb, encver)));
     match res {
-        Ok(Ok(q)) => Box::into_raw(Box::new(q)).cast::<c_void>(),
+        Ok(Ok(q)) => {
+            // Leases and retries loaded with the queue must still come due.
+            // SAFETY: the handle Redis passed to this callback.
+            if let Some((db, name)) = unsafe { super::ffi::io_key(rdb) } {
+                super::timer::track_raw(db, &name, q.next_deadline());
+            }
+            Box::into_raw(Box::new(q)).cast::<c_void>()
+        }
         Ok(Err(msg)) => {
             log_io(rdb, &msg);
             ptr::null_mut()

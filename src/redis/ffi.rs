@@ -19,3 +19,79 @@ pub fn deny_blocking(ctx: &Context) -> bool {
     ctx.get_flags()
         .contains(redis_module::ContextFlags::DENY_BLOCKING)
 }
+
+/// The database the context has selected.
+pub fn selected_db(ctx: &Context) -> i32 {
+    // SAFETY: valid context from Redis.
+    match unsafe { raw::RedisModule_GetSelectedDb } {
+        Some(f) => unsafe { f(ctx.ctx) },
+        None => 0,
+    }
+}
+
+/// Select a database on this context (timer contexts start on db 0).
+pub fn select_db(ctx: &Context, db: i32) -> bool {
+    // SAFETY: valid context from Redis; Redis checks the id.
+    match unsafe { raw::RedisModule_SelectDb } {
+        Some(f) => unsafe { f(ctx.ctx, db) == raw::REDISMODULE_OK as i32 },
+        None => false,
+    }
+}
+
+/// Wake clients blocked on `key` (a blocking `ORCA.POP`).
+pub fn signal_ready(ctx: &Context, key: &redis_module::RedisString) {
+    // SAFETY: valid context and key string from Redis.
+    if let Some(f) = unsafe { raw::RedisModule_SignalKeyAsReady } {
+        unsafe { f(ctx.ctx, key.inner) };
+    }
+}
+
+/// Key name and database of the value being loaded (RDB, RESTORE), if
+/// Redis tells them.
+///
+/// # Safety
+/// `rdb` must be the IO handle Redis passed to the running type callback.
+pub unsafe fn io_key(rdb: *mut raw::RedisModuleIO) -> Option<(i32, Vec<u8>)> {
+    // SAFETY: valid IO handle from Redis; the name is copied before return.
+    unsafe {
+        let name = raw::RedisModule_GetKeyNameFromIO?(rdb);
+        if name.is_null() {
+            return None;
+        }
+        let db = raw::RedisModule_GetDbIdFromIO.map(|f| f(rdb)).unwrap_or(0);
+        Some((
+            db,
+            redis_module::RedisString::string_as_slice(name).to_vec(),
+        ))
+    }
+}
+
+/// Block the client until `key` is signalled ready or `timeout_ms` passes
+/// (0 = forever), like BLPOP. Redis then calls `on_ready` (which may reply,
+/// or return an error status to keep waiting) or `on_timeout`.
+pub fn block_on_key(
+    ctx: &Context,
+    key: &redis_module::RedisString,
+    timeout_ms: i64,
+    on_ready: raw::RedisModuleCmdFunc,
+    on_timeout: raw::RedisModuleCmdFunc,
+) -> bool {
+    let mut keys = [key.inner];
+    // SAFETY: valid context and key; the keys array is copied by Redis.
+    match unsafe { raw::RedisModule_BlockClientOnKeys } {
+        Some(f) => unsafe {
+            !f(
+                ctx.ctx,
+                on_ready,
+                on_timeout,
+                None,
+                timeout_ms,
+                keys.as_mut_ptr(),
+                1,
+                std::ptr::null_mut(),
+            )
+            .is_null()
+        },
+        None => false,
+    }
+}

@@ -5,11 +5,14 @@
 
 pub mod alloc;
 pub mod args;
+pub mod blocking;
 pub mod commands;
 pub mod datatype;
 pub mod ffi;
 pub mod reply;
 pub mod settings;
+pub mod timer;
+pub mod worker;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -23,11 +26,7 @@ pub fn guarded(
     f: fn(&Context, Vec<RedisString>) -> RedisResult,
 ) -> RedisResult {
     match catch_unwind(AssertUnwindSafe(|| f(ctx, args))) {
-        Ok(Err(RedisError::WrongType)) => Err(RedisError::Str(
-            "WRONGTYPE Operation against a key holding the wrong kind of value",
-        )),
-        Ok(Err(RedisError::String(s))) => Err(RedisError::String(clean_error(&s))),
-        Ok(r) => r,
+        Ok(r) => clean_result(r),
         Err(p) => {
             let what = p
                 .downcast_ref::<&str>()
@@ -44,7 +43,20 @@ pub fn guarded(
 
 pub fn init(ctx: &Context, _args: &[RedisString]) -> redis_module::Status {
     ctx.set_module_options(redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS);
+    timer::start(ctx);
     redis_module::Status::Ok
+}
+
+/// Errors as clients expect them: `WRONGTYPE ...` for another type, and
+/// every other text cleaned (see `clean_error`).
+pub fn clean_result(r: RedisResult) -> RedisResult {
+    match r {
+        Err(RedisError::WrongType) => Err(RedisError::Str(
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+        )),
+        Err(RedisError::String(s)) => Err(RedisError::String(clean_error(&s))),
+        r => r,
+    }
 }
 
 /// Error texts may quote client input (a JSON parser's message): keep them

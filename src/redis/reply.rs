@@ -45,6 +45,11 @@ impl Fields {
         self
     }
 
+    pub fn value(mut self, k: &str, v: RedisValue) -> Self {
+        self.0.insert(RedisValueKey::String(k.into()), v);
+        self
+    }
+
     pub fn build(self) -> RedisValue {
         RedisValue::OrderedMap(self.0)
     }

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use redis_module::enum_configuration;
 
-use crate::core::Order;
+use crate::core::{Order, Policy};
 
 enum_configuration! {
     #[allow(non_camel_case_types)]
@@ -20,6 +20,51 @@ enum_configuration! {
 pub static MOVE_TO_BACK_BUFFER: AtomicI64 = AtomicI64::new(10_000);
 /// `orca.default-order`: collation order of queues created from now on.
 pub static DEFAULT_ORDER: Mutex<OrderSetting> = Mutex::new(OrderSetting::lifo);
+
+/// `orca.lease-time`: ms a popped job is leased for when POP gives no LEASE.
+pub static LEASE_TIME: AtomicI64 = AtomicI64::new(300_000);
+/// `orca.max-attempts`: deliveries after which a failing job is dead (0 = never).
+pub static MAX_ATTEMPTS: AtomicI64 = AtomicI64::new(5);
+/// `orca.retry-base`: backoff (ms) before the first retry; doubles per attempt.
+pub static RETRY_BASE: AtomicI64 = AtomicI64::new(1_000);
+/// `orca.retry-cap`: largest backoff (ms).
+pub static RETRY_CAP: AtomicI64 = AtomicI64::new(300_000);
+/// `orca.result-ttl`: ms an ACK's RESULT is kept (0 = not kept).
+pub static RESULT_TTL: AtomicI64 = AtomicI64::new(3_600_000);
+/// `orca.max-pop-count`: largest COUNT of one POP.
+pub static MAX_POP_COUNT: AtomicI64 = AtomicI64::new(1_000);
+
+fn get(v: &AtomicI64) -> i64 {
+    v.load(Ordering::Relaxed)
+}
+
+pub fn lease_time() -> i64 {
+    get(&LEASE_TIME)
+}
+
+pub fn result_ttl() -> i64 {
+    get(&RESULT_TTL)
+}
+
+pub fn max_pop_count() -> i64 {
+    get(&MAX_POP_COUNT)
+}
+
+pub fn max_attempts() -> i64 {
+    get(&MAX_ATTEMPTS)
+}
+
+/// The retry policy from the settings; `max_attempts` may be pinned by a
+/// replicated command.
+pub fn policy(max_attempts: Option<i64>) -> Policy {
+    Policy {
+        max_attempts: max_attempts
+            .unwrap_or_else(self::max_attempts)
+            .clamp(0, u32::MAX as i64) as u32,
+        retry_base: get(&RETRY_BASE),
+        retry_cap: get(&RETRY_CAP),
+    }
+}
 
 pub fn move_to_back_buffer() -> i64 {
     MOVE_TO_BACK_BUFFER.load(Ordering::Relaxed)

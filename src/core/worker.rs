@@ -1,0 +1,637 @@
+//! At-least-once delivery: leases, ack, nack with retry and backoff, dead
+//! letters, kept results and cancellation. Seeds 002-004.
+//!
+//! A popped job is *leased*: it leaves the queue order but is kept, with a
+//! deadline, under a lease token unique to this delivery. ACK ends it; NACK
+//! parks it as *delayed* until its retry time (it is not handed out before
+//! then, whatever else is waiting) or, after `max_attempts` deliveries, moves
+//! it to the *dead* list. A lease that passes its deadline puts the job back
+//! as immediate at its original arrival time (seed 000's re-enqueue rule),
+//! or to the dead list when its attempts are used up.
+//!
+//! Time-driven changes happen only in `tick(now)`, which is deterministic:
+//! the adapter runs it from a timer on the master and replicates it with
+//! `now` pinned, and every pop runs it first.
+//!
+//! An orca key can be queued (or delayed) and leased at the same time: a
+//! regrade while a job runs queues the new config, and the old delivery's
+//! ACK only ends its own lease. When an attempt comes back (NACK, expiry,
+//! retry time) while its key is already waiting, the returning attempt is
+//! dropped: the waiting, newer job will run.
+
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashMap};
+use std::rc::Rc;
+
+use super::config::JobKey;
+use super::error::QueueError;
+use super::queue::{Job, JobInfo, Place, Queue};
+use super::MAX_TIME;
+
+/// How long a cancelled lease is remembered after its deadline, so the
+/// worker's late EXTEND/ACK is told "cancelled" rather than "unknown".
+pub const CANCEL_MEMORY_MS: i64 = 600_000;
+
+/// A job that is not in the queue order (leased, delayed or dead).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Parked {
+    pub payload: Box<[u8]>,
+    pub created_at: i64,
+    pub attempts: u32,
+    pub collation: Option<Rc<str>>,
+    pub immediate: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    pub key: JobKey,
+    pub deadline: i64,
+    pub job: Parked,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delayed {
+    pub retry_at: i64,
+    pub job: Parked,
+}
+
+/// Why a job is dead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeathCause {
+    /// NACKed on its last allowed attempt.
+    Failed = 1,
+    /// Its lease expired on its last allowed attempt.
+    Expired = 2,
+}
+
+impl DeathCause {
+    pub fn name(self) -> &'static str {
+        match self {
+            DeathCause::Failed => "failed",
+            DeathCause::Expired => "lease-expired",
+        }
+    }
+    pub fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            1 => Some(DeathCause::Failed),
+            2 => Some(DeathCause::Expired),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dead {
+    pub died_at: i64,
+    pub seq: i64,
+    pub cause: DeathCause,
+    pub job: Parked,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredResult {
+    pub expires_at: i64,
+    pub payload: Box<[u8]>,
+}
+
+/// Everything outside the queue order.
+#[derive(Clone, Debug, Default)]
+pub struct Work {
+    pub(crate) leases: HashMap<u64, Lease>,
+    pub(crate) lease_order: BTreeSet<(i64, u64)>,
+    pub(crate) delayed: HashMap<JobKey, Delayed>,
+    pub(crate) delayed_order: BTreeSet<(i64, JobKey)>,
+    pub(crate) dead: HashMap<JobKey, Dead>,
+    pub(crate) dead_order: BTreeSet<(i64, i64, JobKey)>,
+    pub(crate) results: HashMap<JobKey, StoredResult>,
+    pub(crate) result_order: BTreeSet<(i64, JobKey)>,
+    pub(crate) cancelled: HashMap<u64, i64>,
+    pub(crate) cancelled_order: BTreeSet<(i64, u64)>,
+    /// Bytes of payloads held here (leased, delayed, dead, results).
+    pub(crate) bytes: usize,
+}
+
+/// Retry and dead-letter policy, resolved by the adapter from module
+/// settings (and replicated pinned).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Policy {
+    /// Deliveries after which a failing job is dead; 0 = never.
+    pub max_attempts: u32,
+    /// Backoff of the first retry (ms); doubles per attempt.
+    pub retry_base: i64,
+    /// Largest backoff (ms).
+    pub retry_cap: i64,
+}
+
+impl Policy {
+    /// Backoff before retrying after delivery number `attempts` (>= 1).
+    pub fn backoff(&self, attempts: u32) -> i64 {
+        let shift = attempts.saturating_sub(1).min(62);
+        let factor = 1i64.checked_shl(shift).unwrap_or(i64::MAX);
+        self.retry_base
+            .saturating_mul(factor)
+            .min(self.retry_cap)
+            .clamp(0, MAX_TIME)
+    }
+
+    fn exhausted(&self, attempts: u32) -> bool {
+        self.max_attempts > 0 && attempts >= self.max_attempts
+    }
+}
+
+/// What `tick` did, for events and wake-ups.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TickReport {
+    pub expired: usize,
+    pub retried: usize,
+    pub died: usize,
+    pub forgotten: usize,
+}
+
+impl TickReport {
+    pub fn changed(&self) -> bool {
+        *self != TickReport::default()
+    }
+    /// True when jobs became available to pop.
+    pub fn requeued(&self) -> bool {
+        self.expired + self.retried > 0
+    }
+}
+
+/// A delivery handed to a worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    pub job: JobInfo<'static>,
+    /// `None` for an at-most-once pop (`LEASE 0`).
+    pub lease: Option<(u64, i64)>,
+}
+
+/// Outcome of a NACK.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NackOutcome {
+    /// Parked until `retry_at` (or back in the queue already if that is now).
+    Retry { retry_at: i64, attempts: u32 },
+    /// Out of attempts: on the dead list.
+    Dead { attempts: u32 },
+    /// The key is already waiting again (a regrade): this attempt is dropped.
+    Superseded,
+}
+
+/// Where a job (by orca key) is, for `ORCA.STATUS`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum State<'a> {
+    Queued(JobInfo<'a>, usize),
+    Delayed(JobKey, &'a Delayed),
+    Leased(JobKey, u64, &'a Lease),
+    Dead(JobKey, &'a Dead),
+}
+
+fn parked_info(key: JobKey, p: &Parked, release_at: i64) -> JobInfo<'_> {
+    JobInfo {
+        key,
+        collation: p.collation.as_deref().map(Cow::Borrowed),
+        immediate: p.immediate,
+        nonce: 0,
+        created_at: p.created_at,
+        release_at,
+        attempts: p.attempts,
+        payload: Cow::Borrowed(&p.payload),
+    }
+}
+
+impl Parked {
+    pub fn info(&self, key: JobKey, release_at: i64) -> JobInfo<'_> {
+        parked_info(key, self, release_at)
+    }
+}
+
+impl Queue {
+    /// Apply every time-driven change due at `now`: expired leases come
+    /// back (or die), due retries come back, old results and cancellation
+    /// records are forgotten.
+    pub fn tick(&mut self, now: i64, policy: &Policy) -> TickReport {
+        let mut report = TickReport::default();
+        while let Some(&(deadline, token)) = self.work.lease_order.first() {
+            if deadline > now {
+                break;
+            }
+            self.work.lease_order.remove(&(deadline, token));
+            let Some(lease) = self.work.leases.remove(&token) else {
+                continue;
+            };
+            self.work.bytes -= lease.job.payload.len();
+            if policy.exhausted(lease.job.attempts) {
+                self.bury(lease.key, lease.job, now, DeathCause::Expired);
+                report.died += 1;
+            } else if self.requeue_parked(lease.key, lease.job) {
+                report.expired += 1;
+            }
+        }
+        while let Some(&(retry_at, key)) = self.work.delayed_order.first() {
+            if retry_at > now {
+                break;
+            }
+            self.work.delayed_order.remove(&(retry_at, key));
+            if let Some(d) = self.work.delayed.remove(&key) {
+                self.work.bytes -= d.job.payload.len();
+                if self.requeue_parked(key, d.job) {
+                    report.retried += 1;
+                }
+            }
+        }
+        while let Some(&(at, key)) = self.work.result_order.first() {
+            if at > now {
+                break;
+            }
+            self.work.result_order.remove(&(at, key));
+            if let Some(r) = self.work.results.remove(&key) {
+                self.work.bytes -= r.payload.len();
+            }
+            report.forgotten += 1;
+        }
+        while let Some(&(until, token)) = self.work.cancelled_order.first() {
+            if until > now {
+                break;
+            }
+            self.work.cancelled_order.remove(&(until, token));
+            self.work.cancelled.remove(&token);
+            report.forgotten += 1;
+        }
+        report
+    }
+
+    /// The earliest time at which `tick` has something to do.
+    pub fn next_deadline(&self) -> Option<i64> {
+        [
+            self.work.lease_order.first().map(|x| x.0),
+            self.work.delayed_order.first().map(|x| x.0),
+            self.work.result_order.first().map(|x| x.0),
+            self.work.cancelled_order.first().map(|x| x.0),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Put a returning attempt back as immediate at its original arrival
+    /// time, unless its key is waiting already. Returns whether it was queued.
+    fn requeue_parked(&mut self, key: JobKey, job: Parked) -> bool {
+        if self.jobs.contains_key(&key) || self.work.delayed.contains_key(&key) {
+            return false;
+        }
+        let place = self.add_single(key, job.created_at.clamp(0, MAX_TIME), true);
+        self.insert_job(
+            key,
+            Job {
+                payload: job.payload,
+                created_at: job.created_at,
+                attempts: job.attempts,
+                collation: job.collation,
+                place,
+            },
+        );
+        true
+    }
+
+    fn bury(&mut self, key: JobKey, job: Parked, now: i64, cause: DeathCause) {
+        if let Some(old) = self.work.dead.remove(&key) {
+            self.work.dead_order.remove(&(old.died_at, old.seq, key));
+            self.work.bytes -= old.job.payload.len();
+        }
+        let seq = self.alloc_seq();
+        self.work.dead_order.insert((now, seq, key));
+        self.work.bytes += job.payload.len();
+        self.work.dead.insert(
+            key,
+            Dead {
+                died_at: now,
+                seq,
+                cause,
+                job,
+            },
+        );
+    }
+
+    /// `ORCA.POP` with leases: run `tick(now)`, then hand out up to `count`
+    /// jobs in queue order. `lease_ms > 0` leases each (at-least-once);
+    /// `lease_ms == 0` removes it (at-most-once, seed 000's pop).
+    pub fn pop_deliveries(
+        &mut self,
+        now: i64,
+        lease_ms: i64,
+        count: usize,
+        policy: &Policy,
+    ) -> Result<(Vec<Delivery>, TickReport), QueueError> {
+        if !(0..=MAX_TIME).contains(&now) || !(0..=MAX_TIME).contains(&lease_ms) {
+            return Err(QueueError::TimeOverflow);
+        }
+        let deadline = now.checked_add(lease_ms).filter(|d| *d <= MAX_TIME);
+        let deadline = deadline.ok_or(QueueError::TimeOverflow)?;
+        self.seq_room()?;
+        let report = self.tick(now, policy);
+        let mut out = Vec::new();
+        while out.len() < count {
+            let Some(info) = self.pop()? else { break };
+            if lease_ms == 0 {
+                out.push(Delivery {
+                    job: info,
+                    lease: None,
+                });
+                continue;
+            }
+            let token = self.alloc_seq() as u64;
+            let job = Parked {
+                payload: info.payload.to_vec().into_boxed_slice(),
+                created_at: info.created_at,
+                attempts: info.attempts,
+                collation: info.collation.as_deref().map(|c| self.intern(c)),
+                immediate: info.immediate,
+            };
+            self.work.bytes += job.payload.len();
+            self.work.lease_order.insert((deadline, token));
+            self.work.leases.insert(
+                token,
+                Lease {
+                    key: info.key,
+                    deadline,
+                    job,
+                },
+            );
+            out.push(Delivery {
+                job: info,
+                lease: Some((token, deadline)),
+            });
+        }
+        Ok((out, report))
+    }
+
+    /// The lease `token` if it is held for `key`; the error tells a
+    /// cancelled job from a lease that is simply not held.
+    fn held(&self, key: &JobKey, token: u64) -> Result<&Lease, QueueError> {
+        match self.work.leases.get(&token) {
+            Some(l) if l.key == *key => Ok(l),
+            _ if self.work.cancelled.contains_key(&token) => Err(QueueError::Cancelled),
+            _ => Err(QueueError::LeaseNotHeld),
+        }
+    }
+
+    fn take_lease(&mut self, token: u64) -> Option<Lease> {
+        let lease = self.work.leases.remove(&token)?;
+        self.work.lease_order.remove(&(lease.deadline, token));
+        self.work.bytes -= lease.job.payload.len();
+        Some(lease)
+    }
+
+    /// `ORCA.ACK`: the delivery is done. An optional result is kept until
+    /// `now + result_ttl` (not kept when `result_ttl` is 0).
+    pub fn ack(
+        &mut self,
+        key: &JobKey,
+        token: u64,
+        result: Option<&[u8]>,
+        now: i64,
+        result_ttl: i64,
+    ) -> Result<(), QueueError> {
+        self.held(key, token)?;
+        let expires_at = now.saturating_add(result_ttl).min(MAX_TIME);
+        if result.is_some() && !(0..=MAX_TIME).contains(&now) {
+            return Err(QueueError::TimeOverflow);
+        }
+        self.take_lease(token);
+        if let Some(payload) = result {
+            if result_ttl > 0 {
+                if let Some(old) = self.work.results.remove(key) {
+                    self.work.result_order.remove(&(old.expires_at, *key));
+                    self.work.bytes -= old.payload.len();
+                }
+                self.work.bytes += payload.len();
+                self.work.result_order.insert((expires_at, *key));
+                self.work.results.insert(
+                    *key,
+                    StoredResult {
+                        expires_at,
+                        payload: payload.into(),
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// `ORCA.NACK`: the delivery failed. Retried after `delay` (default: the
+    /// policy's exponential backoff), or dead after `max_attempts`.
+    pub fn nack(
+        &mut self,
+        key: &JobKey,
+        token: u64,
+        delay: Option<i64>,
+        now: i64,
+        policy: &Policy,
+    ) -> Result<NackOutcome, QueueError> {
+        let attempts = self.held(key, token)?.job.attempts;
+        if !(0..=MAX_TIME).contains(&now) {
+            return Err(QueueError::TimeOverflow);
+        }
+        let delay = delay.unwrap_or_else(|| policy.backoff(attempts));
+        let retry_at = now
+            .checked_add(delay)
+            .filter(|t| (0..=MAX_TIME).contains(t) && delay >= 0)
+            .ok_or(QueueError::TimeOverflow)?;
+        self.seq_room()?;
+        let Some(lease) = self.take_lease(token) else {
+            return Err(QueueError::LeaseNotHeld);
+        };
+        if policy.exhausted(attempts) {
+            self.bury(*key, lease.job, now, DeathCause::Failed);
+            return Ok(NackOutcome::Dead { attempts });
+        }
+        if self.jobs.contains_key(key) || self.work.delayed.contains_key(key) {
+            return Ok(NackOutcome::Superseded);
+        }
+        if retry_at <= now {
+            self.requeue_parked(*key, lease.job);
+        } else {
+            self.work.bytes += lease.job.payload.len();
+            self.work.delayed_order.insert((retry_at, *key));
+            self.work.delayed.insert(
+                *key,
+                Delayed {
+                    retry_at,
+                    job: lease.job,
+                },
+            );
+        }
+        Ok(NackOutcome::Retry { retry_at, attempts })
+    }
+
+    /// `ORCA.EXTEND`: heartbeat; the lease now ends at `now + ms`.
+    pub fn extend(
+        &mut self,
+        key: &JobKey,
+        token: u64,
+        ms: i64,
+        now: i64,
+    ) -> Result<i64, QueueError> {
+        let old = self.held(key, token)?.deadline;
+        let deadline = now
+            .checked_add(ms)
+            .filter(|t| (0..=MAX_TIME).contains(t) && ms >= 0 && now >= 0)
+            .ok_or(QueueError::TimeOverflow)?;
+        self.work.lease_order.remove(&(old, token));
+        self.work.lease_order.insert((deadline, token));
+        if let Some(l) = self.work.leases.get_mut(&token) {
+            l.deadline = deadline;
+        }
+        Ok(deadline)
+    }
+
+    /// `ORCA.DELETE` of everything under an orca key: the queued job, a
+    /// pending retry, a dead entry, and every lease on it (cancelled: the
+    /// worker's next EXTEND/ACK/NACK is told so, and the job never comes
+    /// back). Returns whether anything was removed.
+    pub fn cancel(&mut self, key: &JobKey) -> Result<bool, QueueError> {
+        let mut removed = self.delete(key)?;
+        if let Some(d) = self.work.delayed.remove(key) {
+            self.work.delayed_order.remove(&(d.retry_at, *key));
+            self.work.bytes -= d.job.payload.len();
+            removed = true;
+        }
+        if let Some(d) = self.work.dead.remove(key) {
+            self.work.dead_order.remove(&(d.died_at, d.seq, *key));
+            self.work.bytes -= d.job.payload.len();
+            removed = true;
+        }
+        let mut tokens: Vec<u64> = self
+            .work
+            .leases
+            .iter()
+            .filter(|(_, l)| l.key == *key)
+            .map(|(t, _)| *t)
+            .collect();
+        tokens.sort_unstable();
+        for token in tokens {
+            if let Some(lease) = self.take_lease(token) {
+                let until = lease
+                    .deadline
+                    .saturating_add(CANCEL_MEMORY_MS)
+                    .min(MAX_TIME);
+                self.work.cancelled.insert(token, until);
+                self.work.cancelled_order.insert((until, token));
+                removed = true;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// `ORCA.DEAD ... LIST`: dead jobs in the order they died.
+    pub fn dead_list(&self, offset: usize, limit: usize) -> Vec<(JobKey, &Dead)> {
+        self.work
+            .dead_order
+            .iter()
+            .skip(offset)
+            .take(limit)
+            .filter_map(|(_, _, k)| self.work.dead.get(k).map(|d| (*k, d)))
+            .collect()
+    }
+
+    pub fn dead_len(&self) -> usize {
+        self.work.dead.len()
+    }
+
+    /// `ORCA.DEAD ... REQUEUE`: a dead job back in the queue as immediate at
+    /// `now`, with a fresh set of attempts.
+    pub fn dead_requeue(&mut self, key: &JobKey, now: i64) -> Result<JobInfo<'_>, QueueError> {
+        if !(0..=MAX_TIME).contains(&now) {
+            return Err(QueueError::TimeOverflow);
+        }
+        if !self.work.dead.contains_key(key) {
+            return Err(QueueError::NoSuchJob);
+        }
+        if self.jobs.contains_key(key) || self.work.delayed.contains_key(key) {
+            return Err(QueueError::AlreadyQueued);
+        }
+        self.seq_room()?;
+        let d = self.work.dead.remove(key).ok_or(QueueError::NoSuchJob)?;
+        self.work.dead_order.remove(&(d.died_at, d.seq, *key));
+        self.work.bytes -= d.job.payload.len();
+        let place = self.add_single(*key, now, true);
+        self.insert_job(
+            *key,
+            Job {
+                payload: d.job.payload,
+                created_at: d.job.created_at,
+                attempts: 0,
+                collation: d.job.collation,
+                place,
+            },
+        );
+        self.info(key)
+    }
+
+    /// `ORCA.DEAD ... PURGE`: forget every dead job; returns how many.
+    pub fn dead_purge(&mut self) -> usize {
+        let n = self.work.dead.len();
+        for d in self.work.dead.values() {
+            self.work.bytes -= d.job.payload.len();
+        }
+        self.work.dead.clear();
+        self.work.dead_order.clear();
+        n
+    }
+
+    /// `ORCA.RESULT`: a kept result, if it has not expired at `now`.
+    pub fn result(&self, key: &JobKey, now: i64) -> Option<&[u8]> {
+        self.work
+            .results
+            .get(key)
+            .filter(|r| r.expires_at > now)
+            .map(|r| &*r.payload)
+    }
+
+    /// Every state the orca key is in: queued (with its 1-based position),
+    /// delayed, leased (one entry per lease), dead.
+    pub fn states(&self, key: &JobKey) -> Result<Vec<State<'_>>, QueueError> {
+        let mut out = Vec::new();
+        if self.jobs.contains_key(key) {
+            out.push(State::Queued(self.info(key)?, self.position(key)?));
+        }
+        if let Some(d) = self.work.delayed.get(key) {
+            out.push(State::Delayed(*key, d));
+        }
+        let mut leases: Vec<(&u64, &Lease)> = self
+            .work
+            .leases
+            .iter()
+            .filter(|(_, l)| l.key == *key)
+            .collect();
+        leases.sort_by_key(|(t, _)| **t);
+        for (t, l) in leases {
+            out.push(State::Leased(*key, *t, l));
+        }
+        if let Some(d) = self.work.dead.get(key) {
+            out.push(State::Dead(*key, d));
+        }
+        Ok(out)
+    }
+
+    /// Counts by state: (queued, delayed, leased, dead).
+    pub fn state_counts(&self) -> (usize, usize, usize, usize) {
+        (
+            self.jobs.len(),
+            self.work.delayed.len(),
+            self.work.leases.len(),
+            self.work.dead.len(),
+        )
+    }
+
+    /// Is a leased/queued job placed as immediate? (used by codec/tests)
+    pub fn is_immediate(&self, key: &JobKey) -> bool {
+        matches!(
+            self.jobs.get(key).map(|j| j.place),
+            Some(Place::Single {
+                immediate: true,
+                ..
+            })
+        )
+    }
+}

@@ -1,0 +1,141 @@
+//! Time-driven changes on the master: expired leases, due retries, old
+//! results. Every queue with something pending is tracked with its next
+//! deadline; a periodic timer ticks the due ones and replicates each tick as
+//! `ORCA.TICK <queue> NOW <ms> MAXATTEMPTS <n>` (the effect with time and
+//! policy pinned), so replicas and the AOF reach the same state.
+//!
+//! Queues are tracked when a command writes them, when they are loaded
+//! (RDB, RESTORE) and when they are renamed, moved or copied; an entry whose
+//! key no longer holds a queue is dropped when it comes due.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::Duration;
+
+use redis_module::{Context, ContextFlags, NotifyEvent, RedisString};
+
+use super::datatype::QUEUE_TYPE;
+use super::ffi::{now_ms, select_db, selected_db, signal_ready};
+use super::settings;
+use crate::core::{Queue, TickReport};
+
+/// How often the timer looks for due work (ms).
+pub const TIMER_PERIOD_MS: u64 = 50;
+
+/// (db, key name) of a tracked queue.
+type Tracked = (i32, Vec<u8>);
+
+thread_local! {
+    /// Tracked queue -> next deadline (None: look at it on the next round).
+    static TRACKED: RefCell<HashMap<Tracked, Option<i64>>> = RefCell::new(HashMap::new());
+}
+
+/// Remember that `key` in `db` has work due at `deadline` (or none).
+pub fn track_raw(db: i32, key: &[u8], deadline: Option<i64>) {
+    TRACKED.with(|t| {
+        let mut t = t.borrow_mut();
+        match deadline {
+            Some(d) => {
+                t.insert((db, key.to_vec()), Some(d));
+            }
+            None => {
+                t.remove(&(db, key.to_vec()));
+            }
+        }
+    });
+}
+
+pub fn track(ctx: &Context, key: &RedisString, q: &Queue) {
+    track_raw(selected_db(ctx), key.as_slice(), q.next_deadline());
+}
+
+/// A key may now hold a queue it did not before (rename, move, copy,
+/// restore): look at it on the next round.
+pub fn on_generic_event(ctx: &Context, _ev: NotifyEvent, event: &str, key: &[u8]) {
+    if matches!(event, "rename_to" | "move_to" | "copy_to" | "restore") {
+        TRACKED.with(|t| {
+            t.borrow_mut()
+                .insert((selected_db(ctx), key.to_vec()), Some(0));
+        });
+    }
+}
+
+pub fn start(ctx: &Context) {
+    ctx.create_timer(Duration::from_millis(TIMER_PERIOD_MS), fire, ());
+}
+
+/// Notify and wake for what a tick did.
+pub fn publish(ctx: &Context, key: &RedisString, r: &TickReport) {
+    if r.expired > 0 {
+        ctx.notify_keyspace_event(NotifyEvent::MODULE, "orca.expire", key);
+    }
+    if r.retried > 0 {
+        ctx.notify_keyspace_event(NotifyEvent::MODULE, "orca.retry", key);
+    }
+    if r.died > 0 {
+        ctx.notify_keyspace_event(NotifyEvent::MODULE, "orca.dead", key);
+    }
+    if r.requeued() {
+        signal_ready(ctx, key);
+    }
+}
+
+fn fire(ctx: &Context, _: ()) {
+    let flags = ctx.get_flags();
+    if flags.contains(ContextFlags::MASTER) && !flags.contains(ContextFlags::LOADING) {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tick_due(ctx)));
+    }
+    start(ctx);
+}
+
+fn tick_due(ctx: &Context) {
+    let now = now_ms();
+    let due: Vec<Tracked> = TRACKED.with(|t| {
+        t.borrow()
+            .iter()
+            .filter(|(_, d)| d.is_none_or(|d| d <= now))
+            .map(|(k, _)| k.clone())
+            .collect()
+    });
+    if due.is_empty() {
+        return;
+    }
+    let max_attempts = settings::max_attempts();
+    let policy = settings::policy(Some(max_attempts));
+    let home = selected_db(ctx);
+    for (db, name) in due {
+        if !select_db(ctx, db) {
+            track_raw(db, &name, None);
+            continue;
+        }
+        let key_name = ctx.create_string(name.as_slice());
+        let key = ctx.open_key_writable(&key_name);
+        let q = match key.get_value::<Queue>(&QUEUE_TYPE) {
+            Ok(Some(q)) => q,
+            _ => {
+                track_raw(db, &name, None);
+                continue;
+            }
+        };
+        let report = q.tick(now, &policy);
+        let next = q.next_deadline();
+        drop(key);
+        track_raw(db, &name, next);
+        if report.changed() {
+            let now_s = now.to_string();
+            let max_s = max_attempts.to_string();
+            ctx.replicate(
+                "ORCA.TICK",
+                &[
+                    name.as_slice(),
+                    b"NOW".as_slice(),
+                    now_s.as_bytes(),
+                    b"MAXATTEMPTS".as_slice(),
+                    max_s.as_bytes(),
+                ][..],
+            );
+            publish(ctx, &key_name, &report);
+        }
+    }
+    select_db(ctx, home);
+}

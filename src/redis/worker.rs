@@ -1,0 +1,434 @@
+//! Worker commands: `ORCA.POP` (leases, COUNT, BLOCK), `ORCA.ACK`,
+//! `ORCA.NACK`, `ORCA.EXTEND`, `ORCA.RESULT`, `ORCA.DEAD`, `ORCA.TICK`.
+//!
+//! Every one that reads the clock or a setting that changes the outcome
+//! replicates with it pinned (`NOW`, `MAXATTEMPTS`, `DELAY`, `TTL`).
+
+use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+
+use super::args::{err, is_kw, parse_int, parse_ms, Options};
+use super::blocking;
+use super::commands::{core_err, job_key_arg, notify, read_queue, write_queue};
+use super::ffi::{block_on_key, deny_blocking, now_ms, signal_ready};
+use super::reply::{self, Fields};
+use super::settings;
+use super::timer;
+use crate::core::{Delivery, NackOutcome, QueueError};
+
+fn delivery_reply(d: &Delivery) -> RedisValue {
+    let f = reply::job(&d.job).int("attempt", d.job.attempts as i64);
+    match d.lease {
+        Some((token, deadline)) => f.str("lease", token.to_string()).int("deadline", deadline),
+        None => f
+            .value("lease", RedisValue::Null)
+            .value("deadline", RedisValue::Null),
+    }
+    .build()
+}
+
+fn lease_arg(arg: &RedisString) -> Result<u64, RedisError> {
+    match parse_int(arg, "lease") {
+        Ok(v) if v > 0 => Ok(v as u64),
+        _ => Err(core_err(QueueError::LeaseNotHeld)),
+    }
+}
+
+fn max_attempts_opt(opts: &Options) -> Result<i64, RedisError> {
+    match opts.get("MAXATTEMPTS") {
+        None => Ok(settings::max_attempts()),
+        Some(v) => {
+            let n = parse_int(v, "MAXATTEMPTS")?;
+            if !(0..=u32::MAX as i64).contains(&n) {
+                return Err(err("MAXATTEMPTS must be between 0 and 4294967295"));
+            }
+            Ok(n)
+        }
+    }
+}
+
+struct PopArgs {
+    lease: i64,
+    block: Option<i64>,
+    count: Option<i64>,
+    now: Option<i64>,
+    max_attempts: i64,
+}
+
+fn parse_pop(args: &[RedisString]) -> Result<PopArgs, RedisError> {
+    let opts = Options::parse(
+        &args[2..],
+        &["LEASE", "BLOCK", "COUNT", "NOW", "MAXATTEMPTS"],
+    )?;
+    let count = match opts.get("COUNT") {
+        None => None,
+        Some(v) => {
+            let n = parse_int(v, "COUNT")?;
+            let max = settings::max_pop_count();
+            if !(1..=max).contains(&n) {
+                return Err(err(format!("COUNT must be between 1 and {max}")));
+            }
+            Some(n)
+        }
+    };
+    Ok(PopArgs {
+        lease: opts.ms("LEASE")?.unwrap_or_else(settings::lease_time),
+        block: opts.ms("BLOCK")?,
+        count,
+        now: opts.ms("NOW")?,
+        max_attempts: max_attempts_opt(&opts)?,
+    })
+}
+
+/// Pop what is there now. `None` when nothing was handed out.
+fn try_pop(
+    ctx: &Context,
+    name: &RedisString,
+    p: &PopArgs,
+) -> Result<Option<RedisValue>, RedisError> {
+    let now = p.now.unwrap_or_else(now_ms);
+    let policy = settings::policy(Some(p.max_attempts));
+    let count = p.count.unwrap_or(1) as usize;
+    let (res, _) = write_queue(ctx, name, false, |q| {
+        let (ds, report) = q
+            .pop_deliveries(now, p.lease, count, &policy)
+            .map_err(core_err)?;
+        Ok((ds.iter().map(delivery_reply).collect::<Vec<_>>(), report))
+    })?;
+    let Some((replies, report)) = res else {
+        return Ok(None);
+    };
+    if !replies.is_empty() || report.changed() {
+        let (l, c, t, m) = (
+            p.lease.to_string(),
+            count.to_string(),
+            now.to_string(),
+            p.max_attempts.to_string(),
+        );
+        ctx.replicate(
+            "ORCA.POP",
+            &[
+                name.as_slice(),
+                b"LEASE".as_slice(),
+                l.as_bytes(),
+                b"COUNT".as_slice(),
+                c.as_bytes(),
+                b"NOW".as_slice(),
+                t.as_bytes(),
+                b"MAXATTEMPTS".as_slice(),
+                m.as_bytes(),
+            ][..],
+        );
+        timer::publish(ctx, name, &report);
+    }
+    if replies.is_empty() {
+        return Ok(None);
+    }
+    notify(ctx, "orca.pop", name);
+    Ok(Some(if p.count.is_some() {
+        RedisValue::Array(replies)
+    } else {
+        replies.into_iter().next().unwrap_or(RedisValue::Null)
+    }))
+}
+
+/// `ORCA.POP <queue> [LEASE ms] [BLOCK ms] [COUNT n]`
+pub fn pop(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() < 2 {
+        return Err(RedisError::WrongArity);
+    }
+    let p = parse_pop(&args)?;
+    if p.block.is_some() && deny_blocking(ctx) {
+        return Err(err(
+            "BLOCK is not allowed inside MULTI/EXEC or scripts; pop without BLOCK",
+        ));
+    }
+    if let Some(v) = try_pop(ctx, &args[1], &p)? {
+        return Ok(v);
+    }
+    match p.block {
+        None => Ok(RedisValue::Null),
+        Some(timeout) => {
+            if block_on_key(
+                ctx,
+                &args[1],
+                timeout,
+                Some(blocking::pop_on_ready),
+                Some(blocking::pop_on_timeout),
+            ) {
+                Ok(RedisValue::NoReply)
+            } else {
+                Err(err("could not block the client"))
+            }
+        }
+    }
+}
+
+/// Called when the key of a blocked POP is signalled: `None` keeps the
+/// client blocked (nothing to hand out yet).
+pub fn pop_unblocked(ctx: &Context, args: Vec<RedisString>) -> Option<RedisResult> {
+    if args.len() < 2 {
+        return Some(Err(RedisError::WrongArity));
+    }
+    let p = match parse_pop(&args) {
+        Ok(p) => p,
+        Err(e) => return Some(Err(e)),
+    };
+    match try_pop(ctx, &args[1], &p) {
+        Ok(Some(v)) => Some(Ok(v)),
+        Ok(None) => None,
+        Err(e) => Some(Err(e)),
+    }
+}
+
+/// `ORCA.ACK <queue> <orca-key> <lease> [RESULT payload] [TTL ms]`
+pub fn ack(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() < 4 {
+        return Err(RedisError::WrongArity);
+    }
+    let name = &args[1];
+    let opts = Options::parse(&args[4..], &["RESULT", "TTL", "NOW"])?;
+    let ttl = opts.ms("TTL")?.unwrap_or_else(settings::result_ttl);
+    let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
+    let result = opts.get("RESULT").map(|r| r.as_slice());
+    let token = lease_arg(&args[3])?;
+    let key = job_key_arg(&args[2]).ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
+    let (done, _) = write_queue(ctx, name, false, |q| {
+        q.ack(&key, token, result, now, ttl).map_err(core_err)
+    })?;
+    done.ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
+    let (ttl_s, now_s) = (ttl.to_string(), now.to_string());
+    let mut rep: Vec<&[u8]> = vec![name.as_slice(), args[2].as_slice(), args[3].as_slice()];
+    if let Some(r) = result {
+        rep.extend_from_slice(&[b"RESULT".as_slice(), r]);
+    }
+    rep.extend_from_slice(&[
+        b"TTL".as_slice(),
+        ttl_s.as_bytes(),
+        b"NOW".as_slice(),
+        now_s.as_bytes(),
+    ]);
+    ctx.replicate("ORCA.ACK", &rep[..]);
+    notify(ctx, "orca.ack", name);
+    Ok(RedisValue::Integer(1))
+}
+
+/// `ORCA.NACK <queue> <orca-key> <lease> [DELAY ms]`
+pub fn nack(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() < 4 {
+        return Err(RedisError::WrongArity);
+    }
+    let name = &args[1];
+    let opts = Options::parse(&args[4..], &["DELAY", "NOW", "MAXATTEMPTS"])?;
+    let delay = opts.ms("DELAY")?;
+    let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
+    let max_attempts = max_attempts_opt(&opts)?;
+    let policy = settings::policy(Some(max_attempts));
+    let token = lease_arg(&args[3])?;
+    let key = job_key_arg(&args[2]).ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
+    let (outcome, _) = write_queue(ctx, name, false, |q| {
+        q.nack(&key, token, delay, now, &policy).map_err(core_err)
+    })?;
+    let outcome = outcome.ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
+    let pinned_delay = match outcome {
+        NackOutcome::Retry { retry_at, .. } => retry_at - now,
+        _ => 0,
+    };
+    let (d, t, m) = (
+        pinned_delay.to_string(),
+        now.to_string(),
+        max_attempts.to_string(),
+    );
+    ctx.replicate(
+        "ORCA.NACK",
+        &[
+            name.as_slice(),
+            args[2].as_slice(),
+            args[3].as_slice(),
+            b"DELAY".as_slice(),
+            d.as_bytes(),
+            b"NOW".as_slice(),
+            t.as_bytes(),
+            b"MAXATTEMPTS".as_slice(),
+            m.as_bytes(),
+        ][..],
+    );
+    notify(ctx, "orca.nack", name);
+    Ok(match outcome {
+        NackOutcome::Retry { retry_at, attempts } => {
+            if retry_at <= now {
+                signal_ready(ctx, name);
+            }
+            Fields::new()
+                .str("outcome", "retry")
+                .int("retry_at", retry_at)
+                .int("attempts", attempts as i64)
+                .build()
+        }
+        NackOutcome::Dead { attempts } => {
+            notify(ctx, "orca.dead", name);
+            Fields::new()
+                .str("outcome", "dead")
+                .int("attempts", attempts as i64)
+                .build()
+        }
+        NackOutcome::Superseded => Fields::new().str("outcome", "superseded").build(),
+    })
+}
+
+/// `ORCA.EXTEND <queue> <orca-key> <lease> <ms>`
+pub fn extend(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() < 5 {
+        return Err(RedisError::WrongArity);
+    }
+    let name = &args[1];
+    let ms = parse_ms(&args[4], "lease time")?;
+    let opts = Options::parse(&args[5..], &["NOW"])?;
+    let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
+    let token = lease_arg(&args[3])?;
+    let key = job_key_arg(&args[2]).ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
+    let (deadline, _) = write_queue(ctx, name, false, |q| {
+        q.extend(&key, token, ms, now).map_err(core_err)
+    })?;
+    let deadline = deadline.ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
+    let t = now.to_string();
+    ctx.replicate(
+        "ORCA.EXTEND",
+        &[
+            name.as_slice(),
+            args[2].as_slice(),
+            args[3].as_slice(),
+            args[4].as_slice(),
+            b"NOW".as_slice(),
+            t.as_bytes(),
+        ][..],
+    );
+    notify(ctx, "orca.extend", name);
+    Ok(RedisValue::Integer(deadline))
+}
+
+/// `ORCA.RESULT <queue> <orca-key>`
+pub fn result(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() != 3 {
+        return Err(RedisError::WrongArity);
+    }
+    let now = now_ms();
+    let key = job_key_arg(&args[2]);
+    let r = read_queue(ctx, &args[1], |q| {
+        Ok(key.and_then(|k| q.result(&k, now).map(|r| r.to_vec())))
+    })?;
+    Ok(match r.flatten() {
+        Some(v) => RedisValue::StringBuffer(v),
+        None => RedisValue::Null,
+    })
+}
+
+/// `ORCA.DEAD <queue> LIST [OFFSET n] [LIMIT n] | REQUEUE <orca-key> | PURGE`
+pub fn dead(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() < 3 {
+        return Err(RedisError::WrongArity);
+    }
+    let name = &args[1];
+    if is_kw(&args[2], "LIST") {
+        let opts = Options::parse(&args[3..], &["OFFSET", "LIMIT"])?;
+        let offset = opts.ms("OFFSET")?.unwrap_or(0) as usize;
+        let max = settings::max_pop_count();
+        let limit = match opts.get("LIMIT") {
+            None => 100.min(max),
+            Some(v) => {
+                let n = parse_int(v, "LIMIT")?;
+                if !(0..=max).contains(&n) {
+                    return Err(err(format!("LIMIT must be between 0 and {max}")));
+                }
+                n
+            }
+        } as usize;
+        let list = read_queue(ctx, name, |q| {
+            Ok(q.dead_list(offset, limit)
+                .into_iter()
+                .map(|(k, d)| {
+                    reply::job(&d.job.info(k, d.died_at))
+                        .str("state", "dead")
+                        .int("died_at", d.died_at)
+                        .str("cause", d.cause.name())
+                        .build()
+                })
+                .collect::<Vec<_>>())
+        })?;
+        return Ok(RedisValue::Array(list.unwrap_or_default()));
+    }
+    if is_kw(&args[2], "PURGE") {
+        if args.len() != 3 {
+            return Err(RedisError::WrongArity);
+        }
+        let (n, _) = write_queue(ctx, name, false, |q| Ok(q.dead_purge()))?;
+        let n = n.unwrap_or(0);
+        if n > 0 {
+            ctx.replicate_verbatim();
+            notify(ctx, "orca.purge", name);
+        }
+        return Ok(RedisValue::Integer(n as i64));
+    }
+    if is_kw(&args[2], "REQUEUE") {
+        if args.len() < 4 {
+            return Err(RedisError::WrongArity);
+        }
+        let opts = Options::parse(&args[4..], &["NOW"])?;
+        let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
+        let key = job_key_arg(&args[3]).ok_or_else(|| core_err(QueueError::NoSuchJob))?;
+        let (r, _) = write_queue(ctx, name, false, |q| {
+            let info = q.dead_requeue(&key, now).map_err(core_err)?;
+            Ok(reply::job(&info).build())
+        })?;
+        let r = r.ok_or_else(|| core_err(QueueError::NoSuchJob))?;
+        let t = now.to_string();
+        ctx.replicate(
+            "ORCA.DEAD",
+            &[
+                name.as_slice(),
+                b"REQUEUE".as_slice(),
+                args[3].as_slice(),
+                b"NOW".as_slice(),
+                t.as_bytes(),
+            ][..],
+        );
+        notify(ctx, "orca.requeue", name);
+        signal_ready(ctx, name);
+        return Ok(r);
+    }
+    Err(err("ORCA.DEAD subcommand must be LIST, REQUEUE or PURGE"))
+}
+
+/// `ORCA.TICK <queue> [NOW ms] [MAXATTEMPTS n]`: apply the time-driven
+/// changes due now (what the server's timer does on its own).
+pub fn tick(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() < 2 {
+        return Err(RedisError::WrongArity);
+    }
+    let name = &args[1];
+    let opts = Options::parse(&args[2..], &["NOW", "MAXATTEMPTS"])?;
+    let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
+    let max_attempts = max_attempts_opt(&opts)?;
+    let policy = settings::policy(Some(max_attempts));
+    let (report, _) = write_queue(ctx, name, false, |q| Ok(q.tick(now, &policy)))?;
+    let report = report.unwrap_or_default();
+    if report.changed() {
+        let (t, m) = (now.to_string(), max_attempts.to_string());
+        ctx.replicate(
+            "ORCA.TICK",
+            &[
+                name.as_slice(),
+                b"NOW".as_slice(),
+                t.as_bytes(),
+                b"MAXATTEMPTS".as_slice(),
+                m.as_bytes(),
+            ][..],
+        );
+        timer::publish(ctx, name, &report);
+    }
+    Ok(Fields::new()
+        .int("expired", report.expired as i64)
+        .int("retried", report.retried as i64)
+        .int("died", report.died as i64)
+        .int("forgotten", report.forgotten as i64)
+        .build())
+}
