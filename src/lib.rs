@@ -11,7 +11,7 @@ use redis_module::configuration::ConfigurationFlags;
 use redis_module::{redis_module, Context, RedisResult, RedisString};
 
 use crate::redis::datatype::QUEUE_TYPE;
-use crate::redis::{commands as c, guarded, settings, timer, worker as w};
+use crate::redis::{commands as c, guarded, inspect as i, settings, timer, worker as w};
 
 macro_rules! cmd {
     ($f:path) => {
@@ -41,6 +41,8 @@ redis_module! {
         ["orca.len", cmd!(c::len), "readonly fast", 1, 1, 1, ""],
         ["orca.check", cmd!(c::check), "readonly", 1, 1, 1, ""],
         ["orca.status", cmd!(c::status), "readonly", 1, 1, 1, ""],
+        ["orca.list", cmd!(i::list), "readonly", 1, 1, 1, ""],
+        ["orca.stats", cmd!(i::stats), "readonly", 1, 1, 1, ""],
         ["orca.settings", cmd!(c::queue_settings), "write deny-oom", 1, 1, 1, ""],
         ["orca.import", cmd!(c::import), "write deny-oom", 1, 1, 1, ""],
     ],

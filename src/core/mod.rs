@@ -4,6 +4,7 @@
 //! - `index`: the order-statistic tree behind the global reservation order
 //! - `queue`: the queue and its operations
 //! - `check`: the invariant check (`ORCA.CHECK`)
+//! - `inspect`: ordered listing with positions and filters, statistics
 //! - `worker`: leases, ack/nack, retries, dead letters, results, `tick`
 //! - `codec`: the versioned serialized form (RDB, RESTORE, digests)
 
@@ -12,6 +13,7 @@ pub mod codec;
 pub mod config;
 pub mod error;
 pub mod index;
+pub mod inspect;
 pub mod queue;
 pub mod worker;
 

@@ -12,7 +12,7 @@ use super::datatype::QUEUE_TYPE;
 use super::ffi::{now_ms, signal_ready};
 use super::reply::{self, Fields};
 use super::settings;
-use super::timer;
+use super::{stats, timer};
 use crate::core::{decode_key, parse_config, JobKey, Move, Order, Queue, QueueError, State};
 
 pub(crate) fn core_err(e: QueueError) -> RedisError {
@@ -46,7 +46,10 @@ pub(crate) fn write_queue<T>(
     let key = ctx.open_key_writable(name);
     match key.get_value::<Queue>(&QUEUE_TYPE)? {
         Some(q) => {
-            let v = op(q)?;
+            let before = stats::counts(q);
+            let v = op(q);
+            stats::changed(before, stats::counts(q));
+            let v = v?;
             timer::track(ctx, name, q);
             Ok((Some(v), None))
         }
@@ -54,6 +57,7 @@ pub(crate) fn write_queue<T>(
             let mut q = Queue::new(settings::default_order());
             let v = op(&mut q)?;
             let order = q.order();
+            stats::queue_added(&q);
             timer::track(ctx, name, &q);
             key.set_value(&QUEUE_TYPE, q)?;
             Ok((Some(v), Some(order)))
@@ -132,6 +136,9 @@ fn put(ctx: &Context, args: Vec<RedisString>, kind: PutKind) -> RedisResult {
             now_s.as_bytes(),
         ][..],
     );
+    if created {
+        stats::add(&stats::ENQUEUED, 1);
+    }
     let event = match (kind, created) {
         (_, false) => "orca.update",
         (PutKind::Enqueue, true) => "orca.enqueue",
@@ -377,8 +384,17 @@ pub fn import(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let key = ctx.open_key_writable(name);
     let n = incoming.len();
     match key.get_value::<Queue>(&QUEUE_TYPE)? {
-        Some(q) => q.absorb(incoming).map_err(core_err)?,
-        None => key.set_value(&QUEUE_TYPE, incoming)?,
+        Some(q) => {
+            let before = stats::counts(q);
+            q.absorb(incoming).map_err(core_err)?;
+            stats::changed(before, stats::counts(q));
+            timer::track(ctx, name, q);
+        }
+        None => {
+            stats::queue_added(&incoming);
+            timer::track(ctx, name, &incoming);
+            key.set_value(&QUEUE_TYPE, incoming)?;
+        }
     }
     ctx.replicate_verbatim();
     notify(ctx, "orca.import", name);

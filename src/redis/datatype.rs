@@ -97,6 +97,7 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
             if let Some((db, name)) = unsafe { super::ffi::io_key(rdb) } {
                 super::timer::track_raw(db, &name, q.next_deadline());
             }
+            super::stats::queue_added(&q);
             Box::into_raw(Box::new(q)).cast::<c_void>()
         }
         Ok(Err(msg)) => {
@@ -196,7 +197,9 @@ unsafe extern "C" fn free(value: *mut c_void) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: the value was made by Box::into_raw of a Queue (set_value
         // or rdb_load/copy) and Redis frees it exactly once.
-        drop(unsafe { Box::from_raw(value as *mut Queue) });
+        let q = unsafe { Box::from_raw(value as *mut Queue) };
+        super::stats::queue_removed(&q);
+        drop(q);
     }));
 }
 
@@ -223,7 +226,10 @@ unsafe extern "C" fn copy(
         // SAFETY: Redis passes the value it stored for this type.
         let q = unsafe { &*(value as *const Queue) };
         match q.deep_copy() {
-            Ok(c) => Box::into_raw(Box::new(c)).cast::<c_void>(),
+            Ok(c) => {
+                super::stats::queue_added(&c);
+                Box::into_raw(Box::new(c)).cast::<c_void>()
+            }
             Err(_) => ptr::null_mut(),
         }
     }))

@@ -95,3 +95,15 @@ pub fn block_on_key(
         None => false,
     }
 }
+
+extern "C" fn info_func(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: std::os::raw::c_int) {
+    let _ = std::panic::catch_unwind(|| super::stats::info(&redis_module::InfoContext::new(ctx)));
+}
+
+/// Install the `INFO orca` handler (replacing the wrapper crate's default).
+pub fn register_info(ctx: &Context) {
+    // SAFETY: valid context during module load.
+    if let Some(f) = unsafe { raw::RedisModule_RegisterInfoFunc } {
+        unsafe { f(ctx.ctx, Some(info_func)) };
+    }
+}

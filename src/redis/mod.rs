@@ -9,8 +9,10 @@ pub mod blocking;
 pub mod commands;
 pub mod datatype;
 pub mod ffi;
+pub mod inspect;
 pub mod reply;
 pub mod settings;
+pub mod stats;
 pub mod timer;
 pub mod worker;
 
@@ -44,6 +46,7 @@ pub fn guarded(
 pub fn init(ctx: &Context, _args: &[RedisString]) -> redis_module::Status {
     ctx.set_module_options(redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS);
     timer::start(ctx);
+    ffi::register_info(ctx);
     redis_module::Status::Ok
 }
 

@@ -66,6 +66,9 @@ pub fn start(ctx: &Context) {
 
 /// Notify and wake for what a tick did.
 pub fn publish(ctx: &Context, key: &RedisString, r: &TickReport) {
+    super::stats::add(&super::stats::EXPIRED, r.expired);
+    super::stats::add(&super::stats::RETRIED, r.retried);
+    super::stats::add(&super::stats::DIED, r.died);
     if r.expired > 0 {
         ctx.notify_keyspace_event(NotifyEvent::MODULE, "orca.expire", key);
     }
@@ -117,7 +120,9 @@ fn tick_due(ctx: &Context) {
                 continue;
             }
         };
+        let before = super::stats::counts(q);
         let report = q.tick(now, &policy);
+        super::stats::changed(before, super::stats::counts(q));
         let next = q.next_deadline();
         drop(key);
         track_raw(db, &name, next);

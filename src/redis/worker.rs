@@ -12,7 +12,7 @@ use super::commands::{core_err, job_key_arg, notify, read_queue, write_queue};
 use super::ffi::{block_on_key, deny_blocking, now_ms, signal_ready};
 use super::reply::{self, Fields};
 use super::settings;
-use super::timer;
+use super::{stats, timer};
 use crate::core::{Delivery, NackOutcome, QueueError};
 
 fn delivery_reply(d: &Delivery) -> RedisValue {
@@ -123,6 +123,7 @@ fn try_pop(
     if replies.is_empty() {
         return Ok(None);
     }
+    stats::add(&stats::POPPED, replies.len());
     notify(ctx, "orca.pop", name);
     Ok(Some(if p.count.is_some() {
         RedisValue::Array(replies)
@@ -208,6 +209,7 @@ pub fn ack(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         now_s.as_bytes(),
     ]);
     ctx.replicate("ORCA.ACK", &rep[..]);
+    stats::add(&stats::ACKED, 1);
     notify(ctx, "orca.ack", name);
     Ok(RedisValue::Integer(1))
 }
@@ -252,6 +254,7 @@ pub fn nack(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             m.as_bytes(),
         ][..],
     );
+    stats::add(&stats::NACKED, 1);
     notify(ctx, "orca.nack", name);
     Ok(match outcome {
         NackOutcome::Retry { retry_at, attempts } => {
@@ -265,6 +268,7 @@ pub fn nack(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
                 .build()
         }
         NackOutcome::Dead { attempts } => {
+            stats::add(&stats::DIED, 1);
             notify(ctx, "orca.dead", name);
             Fields::new()
                 .str("outcome", "dead")
