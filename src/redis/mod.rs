@@ -1,11 +1,12 @@
 //! The Redis adapter: module registration, commands, the data type.
 //!
-//! `unsafe` lives only in `alloc.rs`, `datatype.rs` and `ffi.rs`, the files
-//! that touch the module API directly.
+//! `unsafe` lives only in `alloc.rs`, `cmdinfo.rs`, `datatype.rs` and
+//! `ffi.rs`, the files that touch the module API directly.
 
 pub mod alloc;
 pub mod args;
 pub mod blocking;
+pub mod cmdinfo;
 pub mod commands;
 pub mod datatype;
 pub mod ffi;
@@ -47,6 +48,9 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> redis_module::Status {
     ctx.set_module_options(redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS);
     timer::start(ctx);
     ffi::register_info(ctx);
+    if !cmdinfo::register(ctx) {
+        ctx.log_warning("orca: could not set command metadata (arity, key specs)");
+    }
     redis_module::Status::Ok
 }
 
