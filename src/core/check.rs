@@ -163,6 +163,16 @@ impl Queue {
             }
             bytes += l.job.payload.len();
         }
+        let indexed: usize = w.lease_keys.values().map(Vec::len).sum();
+        let index_ok = w.lease_keys.iter().all(|(k, ts)| {
+            !ts.is_empty()
+                && ts
+                    .iter()
+                    .all(|t| w.leases.get(t).is_some_and(|l| l.key == *k))
+        });
+        if indexed != w.leases.len() || !index_ok {
+            return Err("lease index by key disagrees with the leases".into());
+        }
         if w.delayed.len() != w.delayed_order.len() {
             return Err("retry order and delayed jobs disagree".into());
         }

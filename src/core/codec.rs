@@ -18,7 +18,7 @@ use super::config::{valid_collation_name, JobKey};
 use super::error::QueueError;
 use super::queue::{Collation, Job, Order, Owner, Place, Queue, Res, ResKey};
 use super::worker::{Dead, DeathCause, Delayed, Lease, Parked, StoredResult};
-use super::{MAX_TIME, SEQ_LIMIT};
+use super::{MAX_TIME, SEQ_LOAD_LIMIT};
 
 /// Encoding versions. A loader reads every version up to `ENCODING_CURRENT`
 /// and refuses newer ones.
@@ -130,8 +130,8 @@ impl<'a> Reader<'a> {
         }
         if tie == 0
             || nonce == 0
-            || nonce >= SEQ_LIMIT as u64
-            || !(-SEQ_LIMIT..SEQ_LIMIT).contains(&tie)
+            || nonce >= SEQ_LOAD_LIMIT as u64
+            || !(-SEQ_LOAD_LIMIT..SEQ_LOAD_LIMIT).contains(&tie)
         {
             return Err(corrupt("reservation tie or nonce out of range"));
         }
@@ -156,7 +156,7 @@ impl<'a> Reader<'a> {
     }
     fn token(&mut self) -> Result<u64, QueueError> {
         let t = self.u64()?;
-        if t == 0 || t >= SEQ_LIMIT as u64 {
+        if t == 0 || t >= SEQ_LOAD_LIMIT as u64 {
             return Err(corrupt("lease token out of range"));
         }
         Ok(t)
@@ -284,6 +284,7 @@ impl Queue {
             w.u64(*token);
             w.0.extend_from_slice(&l.key);
             w.i64(l.deadline);
+            w.u8(l.superseded as u8);
             w.parked(&l.job);
             f(&w.0);
         }
@@ -409,9 +410,11 @@ impl Queue {
             work,
             ..
         } = other;
+        let lease_bytes: usize = work.leases.values().map(|l| l.job.payload.len()).sum();
+        for (token, lease) in work.leases {
+            self.lease_insert(token, lease);
+        }
         let w = &mut self.work;
-        w.leases.extend(work.leases);
-        w.lease_order.extend(work.lease_order);
         w.delayed.extend(work.delayed);
         w.delayed_order.extend(work.delayed_order);
         w.dead.extend(work.dead);
@@ -420,7 +423,8 @@ impl Queue {
         w.result_order.extend(work.result_order);
         w.cancelled.extend(work.cancelled);
         w.cancelled_order.extend(work.cancelled_order);
-        w.bytes += work.bytes;
+        // lease_insert counted the leases' payloads already.
+        w.bytes += work.bytes - lease_bytes;
         self.jobs.extend(jobs);
         for (rk, r) in index.iter() {
             self.index.insert(*rk, r.clone());
@@ -470,7 +474,8 @@ impl QueueBuilder {
         let next_seq = r.i64()?;
         let front_tie = r.i64()?;
         r.done()?;
-        if !(1..=SEQ_LIMIT).contains(&next_seq) || !(-SEQ_LIMIT..=0).contains(&front_tie) {
+        if !(1..=SEQ_LOAD_LIMIT).contains(&next_seq) || !(-SEQ_LOAD_LIMIT..=0).contains(&front_tie)
+        {
             return Err(corrupt("counters out of range"));
         }
         let mut q = Queue::new(order);
@@ -632,16 +637,27 @@ impl QueueBuilder {
                 let token = r.token()?;
                 let key = r.key()?;
                 let deadline = r.time()?;
+                let superseded = match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(corrupt("bad superseded flag")),
+                };
                 let job = self.parked(&mut r)?;
                 r.done()?;
-                let w = &mut self.q.work;
+                let w = &self.q.work;
                 if w.leases.contains_key(&token) || w.cancelled.contains_key(&token) {
                     return Err(corrupt("duplicate lease token"));
                 }
                 self.max_seq = self.max_seq.max(token as i64);
-                w.bytes += job.payload.len();
-                w.lease_order.insert((deadline, token));
-                w.leases.insert(token, Lease { key, deadline, job });
+                self.q.lease_insert(
+                    token,
+                    Lease {
+                        key,
+                        deadline,
+                        job,
+                        superseded,
+                    },
+                );
                 Ok(())
             }
             UNIT_DELAYED => {
@@ -662,7 +678,7 @@ impl QueueBuilder {
                 let key = r.key()?;
                 let died_at = r.time()?;
                 let seq = r.i64()?;
-                if !(1..SEQ_LIMIT).contains(&seq) {
+                if !(1..SEQ_LOAD_LIMIT).contains(&seq) {
                     return Err(corrupt("dead sequence out of range"));
                 }
                 let cause = DeathCause::from_u8(r.u8()?)

@@ -37,12 +37,53 @@ struct RawConfig<'a> {
     priority: Option<serde_json::Number>,
 }
 
-#[derive(Deserialize)]
+/// `{"type": ..., "id": ...}`: an object only (the derived parser would
+/// also take a positional array).
 struct RawCollation<'a> {
-    #[serde(borrow, rename = "type")]
     kind: Option<Cow<'a, str>>,
-    #[serde(borrow)]
     id: Option<RawId<'a>>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawCollation<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
+            type Value = RawCollation<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a collation object {\"type\": ..., \"id\": ...}")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut m: M,
+            ) -> Result<Self::Value, M::Error> {
+                let mut out = RawCollation {
+                    kind: None,
+                    id: None,
+                };
+                while let Some(k) = m.next_key::<Cow<'de, str>>()? {
+                    match &*k {
+                        "type" => {
+                            if out.kind.is_some() {
+                                return Err(serde::de::Error::duplicate_field("type"));
+                            }
+                            out.kind = m.next_value::<Option<Cow<'de, str>>>()?;
+                        }
+                        "id" => {
+                            if out.id.is_some() {
+                                return Err(serde::de::Error::duplicate_field("id"));
+                            }
+                            out.id = m.next_value::<Option<RawId<'de>>>()?;
+                        }
+                        _ => {
+                            m.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
 }
 
 #[derive(Deserialize)]
@@ -205,6 +246,8 @@ mod tests {
             b"{\"key\":\"k\",\"collation\":{\"type\":\"user\",\"id\":\"\"}}",
             b"{\"key\":\"k\",\"collation\":{\"id\":\"1\"}}",
             b"{\"key\":\"k\",\"collation\":\"user.1\"}",
+            b"{\"key\":\"k\",\"collation\":[\"user\",\"1\"]}",
+            b"{\"key\":\"k\",\"collation\":{\"type\":\"user\",\"type\":\"team\",\"id\":\"1\"}}",
             b"{\"key\":\"k\",\"key\":\"j\"}",
             b"{\"key\":\"k\"} x",
             b"{\"key\":\"\xff\"}",

@@ -30,3 +30,9 @@ pub const MAX_TIME: i64 = (1 << 53) - 1;
 /// Operations stop short of it and loaders refuse anything beyond it, so a
 /// queue that loaded can always be saved and loaded again.
 pub const SEQ_LIMIT: i64 = 1 << 62;
+
+/// What loaders accept for the counters: above `SEQ_LIMIT` by a margin far
+/// larger than any queue can consume once operations refuse (time-driven
+/// requeues use at most one number per parked job), so every queue that
+/// exists can be saved and loaded again.
+pub const SEQ_LOAD_LIMIT: i64 = SEQ_LIMIT + SEQ_LIMIT / 2;

@@ -371,6 +371,7 @@ impl Queue {
             }
         };
         self.insert_job(key, job);
+        self.supersede(&key);
         Ok((self.info(&key)?, true))
     }
 
@@ -409,6 +410,7 @@ impl Queue {
             return Ok((self.info(&key)?, false));
         }
         let collation = cfg.collation.as_deref().map(|n| self.intern(n));
+        self.supersede(&key);
         let place = self.add_single(key, arrival, true);
         self.insert_job(
             key,

@@ -15,9 +15,10 @@
 //!
 //! An orca key can be queued (or delayed) and leased at the same time: a
 //! regrade while a job runs queues the new config, and the old delivery's
-//! ACK only ends its own lease. When an attempt comes back (NACK, expiry,
-//! retry time) while its key is already waiting, the returning attempt is
-//! dropped: the waiting, newer job will run.
+//! ACK only ends its own lease. A regrade *supersedes* what is older: the
+//! running leases on the key are marked, and a pending retry of the key is
+//! dropped. A superseded attempt that fails or expires is dropped, so only
+//! the newest config comes back; it cannot displace the regrade.
 
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
@@ -47,6 +48,10 @@ pub struct Lease {
     pub key: JobKey,
     pub deadline: i64,
     pub job: Parked,
+    /// The key was enqueued again (a regrade) after this delivery began:
+    /// if this attempt fails or expires it is dropped, so only the newest
+    /// config comes back. An ACK still completes it.
+    pub superseded: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,6 +103,8 @@ pub struct StoredResult {
 #[derive(Clone, Debug, Default)]
 pub struct Work {
     pub(crate) leases: HashMap<u64, Lease>,
+    /// Tokens of the leases on each key (derived from `leases`).
+    pub(crate) lease_keys: HashMap<JobKey, Vec<u64>>,
     pub(crate) lease_order: BTreeSet<(i64, u64)>,
     pub(crate) delayed: HashMap<JobKey, Delayed>,
     pub(crate) delayed_order: BTreeSet<(i64, JobKey)>,
@@ -142,10 +149,15 @@ impl Policy {
 /// What `tick` did, for events and wake-ups.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TickReport {
+    /// Leases that ended by expiry (requeued, dead, or dropped).
     pub expired: usize,
+    /// Retries that came due (requeued or dropped).
     pub retried: usize,
     pub died: usize,
+    /// Results and cancellation records forgotten.
     pub forgotten: usize,
+    /// Jobs put back in the queue (they can be popped now).
+    pub requeued: usize,
 }
 
 impl TickReport {
@@ -154,7 +166,7 @@ impl TickReport {
     }
     /// True when jobs became available to pop.
     pub fn requeued(&self) -> bool {
-        self.expired + self.retried > 0
+        self.requeued > 0
     }
 }
 
@@ -215,16 +227,20 @@ impl Queue {
             if deadline > now {
                 break;
             }
-            self.work.lease_order.remove(&(deadline, token));
-            let Some(lease) = self.work.leases.remove(&token) else {
+            let Some(lease) = self.take_lease(token) else {
+                self.work.lease_order.remove(&(deadline, token));
                 continue;
             };
-            self.work.bytes -= lease.job.payload.len();
-            if policy.exhausted(lease.job.attempts) {
+            // Every removal counts, so the report says whether anything
+            // changed (the adapter replicates the tick only then).
+            report.expired += 1;
+            if lease.superseded {
+                // A regrade replaced it: dropped.
+            } else if policy.exhausted(lease.job.attempts) {
                 self.bury(lease.key, lease.job, now, DeathCause::Expired);
                 report.died += 1;
             } else if self.requeue_parked(lease.key, lease.job) {
-                report.expired += 1;
+                report.requeued += 1;
             }
         }
         while let Some(&(retry_at, key)) = self.work.delayed_order.first() {
@@ -234,8 +250,9 @@ impl Queue {
             self.work.delayed_order.remove(&(retry_at, key));
             if let Some(d) = self.work.delayed.remove(&key) {
                 self.work.bytes -= d.job.payload.len();
+                report.retried += 1;
                 if self.requeue_parked(key, d.job) {
-                    report.retried += 1;
+                    report.requeued += 1;
                 }
             }
         }
@@ -328,6 +345,9 @@ impl Queue {
         let deadline = now.checked_add(lease_ms).filter(|d| *d <= MAX_TIME);
         let deadline = deadline.ok_or(QueueError::TimeOverflow)?;
         self.seq_room()?;
+        if self.next_seq.saturating_add(count as i64) > super::SEQ_LIMIT {
+            return Err(QueueError::Corrupt("sequence numbers exhausted".into()));
+        }
         let report = self.tick(now, policy);
         let mut out = Vec::new();
         while out.len() < count {
@@ -347,14 +367,13 @@ impl Queue {
                 collation: info.collation.as_deref().map(|c| self.intern(c)),
                 immediate: info.immediate,
             };
-            self.work.bytes += job.payload.len();
-            self.work.lease_order.insert((deadline, token));
-            self.work.leases.insert(
+            self.lease_insert(
                 token,
                 Lease {
                     key: info.key,
                     deadline,
                     job,
+                    superseded: false,
                 },
             );
             out.push(Delivery {
@@ -375,11 +394,43 @@ impl Queue {
         }
     }
 
+    pub(crate) fn lease_insert(&mut self, token: u64, lease: Lease) {
+        let w = &mut self.work;
+        w.bytes += lease.job.payload.len();
+        w.lease_order.insert((lease.deadline, token));
+        w.lease_keys.entry(lease.key).or_default().push(token);
+        w.leases.insert(token, lease);
+    }
+
     fn take_lease(&mut self, token: u64) -> Option<Lease> {
-        let lease = self.work.leases.remove(&token)?;
-        self.work.lease_order.remove(&(lease.deadline, token));
-        self.work.bytes -= lease.job.payload.len();
+        let w = &mut self.work;
+        let lease = w.leases.remove(&token)?;
+        w.lease_order.remove(&(lease.deadline, token));
+        w.bytes -= lease.job.payload.len();
+        if let Some(tokens) = w.lease_keys.get_mut(&lease.key) {
+            tokens.retain(|t| *t != token);
+            if tokens.is_empty() {
+                w.lease_keys.remove(&lease.key);
+            }
+        }
         Some(lease)
+    }
+
+    /// A new job was queued under `key` (a regrade): older attempts of it
+    /// must not come back.
+    pub(crate) fn supersede(&mut self, key: &JobKey) {
+        let w = &mut self.work;
+        if let Some(tokens) = w.lease_keys.get(key) {
+            for t in tokens {
+                if let Some(l) = w.leases.get_mut(t) {
+                    l.superseded = true;
+                }
+            }
+        }
+        if let Some(d) = w.delayed.remove(key) {
+            w.delayed_order.remove(&(d.retry_at, *key));
+            w.bytes -= d.job.payload.len();
+        }
     }
 
     /// `ORCA.ACK`: the delivery is done. An optional result is kept until
@@ -441,6 +492,9 @@ impl Queue {
         let Some(lease) = self.take_lease(token) else {
             return Err(QueueError::LeaseNotHeld);
         };
+        if lease.superseded {
+            return Ok(NackOutcome::Superseded);
+        }
         if policy.exhausted(attempts) {
             self.bury(*key, lease.job, now, DeathCause::Failed);
             return Ok(NackOutcome::Dead { attempts });
@@ -501,13 +555,7 @@ impl Queue {
             self.work.bytes -= d.job.payload.len();
             removed = true;
         }
-        let mut tokens: Vec<u64> = self
-            .work
-            .leases
-            .iter()
-            .filter(|(_, l)| l.key == *key)
-            .map(|(t, _)| *t)
-            .collect();
+        let mut tokens: Vec<u64> = self.work.lease_keys.get(key).cloned().unwrap_or_default();
         tokens.sort_unstable();
         for token in tokens {
             if let Some(lease) = self.take_lease(token) {
@@ -554,6 +602,7 @@ impl Queue {
         let d = self.work.dead.remove(key).ok_or(QueueError::NoSuchJob)?;
         self.work.dead_order.remove(&(d.died_at, d.seq, *key));
         self.work.bytes -= d.job.payload.len();
+        self.supersede(key);
         let place = self.add_single(*key, now, true);
         self.insert_job(
             *key,
@@ -598,15 +647,12 @@ impl Queue {
         if let Some(d) = self.work.delayed.get(key) {
             out.push(State::Delayed(*key, d));
         }
-        let mut leases: Vec<(&u64, &Lease)> = self
-            .work
-            .leases
-            .iter()
-            .filter(|(_, l)| l.key == *key)
-            .collect();
-        leases.sort_by_key(|(t, _)| **t);
-        for (t, l) in leases {
-            out.push(State::Leased(*key, *t, l));
+        let mut tokens: Vec<u64> = self.work.lease_keys.get(key).cloned().unwrap_or_default();
+        tokens.sort_unstable();
+        for t in tokens {
+            if let Some(l) = self.work.leases.get(&t) {
+                out.push(State::Leased(*key, t, l));
+            }
         }
         if let Some(d) = self.work.dead.get(key) {
             out.push(State::Dead(*key, d));

@@ -7,7 +7,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use redis_module::{raw, Context, RedisValue};
 
-use super::{clean_result, worker};
+use super::{clean_err, ffi, worker};
 
 /// The queue was signalled: hand out a job, or stay blocked.
 pub extern "C" fn pop_on_ready(
@@ -18,8 +18,12 @@ pub extern "C" fn pop_on_ready(
     let context = Context::new(ctx);
     let args = redis_module::decode_args(ctx, argv, argc);
     match catch_unwind(AssertUnwindSafe(|| worker::pop_unblocked(&context, args))) {
-        Ok(Some(r)) => {
-            context.reply(clean_result(r));
+        Ok(Some(Ok(reply))) => {
+            ffi::send(&context, &reply);
+            raw::REDISMODULE_OK as c_int
+        }
+        Ok(Some(Err(e))) => {
+            context.reply(Err(clean_err(e)));
             raw::REDISMODULE_OK as c_int
         }
         Ok(None) => raw::REDISMODULE_ERR as c_int,

@@ -5,13 +5,14 @@
 //! replicates a form with that value pinned (`NOW <ms>`, `BUFFER <ms>`,
 //! `ORCA.SETTINGS ... ORDER`), so replicas and AOF replay reach the same state.
 
-use redis_module::{Context, NotifyEvent, RedisError, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, NotifyEvent, RedisError, RedisString};
 
 use super::args::{err, is_kw, parse_ms, Options};
 use super::datatype::QUEUE_TYPE;
-use super::ffi::{now_ms, signal_ready};
-use super::reply::{self, Fields};
+use super::ffi::{self, now_ms, signal_ready, Arg};
+use super::reply::{self, Fields, Reply};
 use super::settings;
+use super::CmdResult;
 use super::{stats, timer};
 use crate::core::{decode_key, parse_config, JobKey, Move, Order, Queue, QueueError, State};
 
@@ -100,7 +101,7 @@ enum PutKind {
     Immediate,
 }
 
-fn put(ctx: &Context, args: Vec<RedisString>, kind: PutKind) -> RedisResult {
+fn put(ctx: &Context, args: Vec<RedisString>, kind: PutKind) -> CmdResult {
     if args.len() < 3 {
         return Err(RedisError::WrongArity);
     }
@@ -122,19 +123,14 @@ fn put(ctx: &Context, args: Vec<RedisString>, kind: PutKind) -> RedisResult {
     })?;
     let (reply, created) = reply.ok_or_else(|| err("queue missing"))?;
     replicate_created_order(ctx, name, order);
-    let now_s = now.to_string();
     let cmd = match kind {
-        PutKind::Enqueue => "ORCA.ENQUEUE",
-        PutKind::Immediate => "ORCA.IMMEDIATE",
+        PutKind::Enqueue => c"ORCA.ENQUEUE",
+        PutKind::Immediate => c"ORCA.IMMEDIATE",
     };
-    ctx.replicate(
+    ffi::replicate(
+        ctx,
         cmd,
-        &[
-            name.as_slice(),
-            payload,
-            b"NOW".as_slice(),
-            now_s.as_bytes(),
-        ][..],
+        &[Arg::S(name), Arg::S(json), Arg::B(b"NOW"), Arg::I(now)],
     );
     if created {
         stats::add(&stats::ENQUEUED, 1);
@@ -150,17 +146,17 @@ fn put(ctx: &Context, args: Vec<RedisString>, kind: PutKind) -> RedisResult {
 }
 
 /// `ORCA.ENQUEUE <queue> <config-json> [NOW <ms>]`
-pub fn enqueue(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn enqueue(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     put(ctx, args, PutKind::Enqueue)
 }
 
 /// `ORCA.IMMEDIATE <queue> <config-json> [NOW <ms>]`
-pub fn immediate(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn immediate(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     put(ctx, args, PutKind::Immediate)
 }
 
 /// `ORCA.REENQUEUE <queue> <config-json> <created_at-ms>`
-pub fn reenqueue(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn reenqueue(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     if args.len() != 4 {
         return Err(RedisError::WrongArity);
     }
@@ -182,7 +178,7 @@ pub fn reenqueue(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 }
 
 /// `ORCA.MOVE <queue> <orca-key> RELEASE|DELAY [NOW <ms>] [BUFFER <ms>]`
-pub fn move_job(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn move_job(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     if args.len() < 4 {
         return Err(RedisError::WrongArity);
     }
@@ -241,7 +237,7 @@ pub fn move_job(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 }
 
 /// `ORCA.DELETE <queue> <orca-key>`
-pub fn delete(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn delete(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     if args.len() != 3 {
         return Err(RedisError::WrongArity);
     }
@@ -249,7 +245,7 @@ pub fn delete(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let Some(key) = job_key_arg(&args[2]) else {
         // Not an orca key, so certainly not in the queue; still a type check.
         read_queue(ctx, name, |_| Ok(()))?;
-        return Ok(RedisValue::Integer(0));
+        return Ok(Reply::Int(0));
     };
     let (removed, _) = write_queue(ctx, name, false, |q| q.cancel(&key).map_err(core_err))?;
     let removed = removed.unwrap_or(false);
@@ -257,20 +253,20 @@ pub fn delete(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         ctx.replicate_verbatim();
         notify(ctx, "orca.delete", name);
     }
-    Ok(RedisValue::Integer(removed as i64))
+    Ok(Reply::Int(removed as i64))
 }
 
 /// `ORCA.LEN <queue>`
-pub fn len(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn len(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     if args.len() != 2 {
         return Err(RedisError::WrongArity);
     }
     let n = read_queue(ctx, &args[1], |q| Ok(q.len()))?.unwrap_or(0);
-    Ok(RedisValue::Integer(n as i64))
+    Ok(Reply::Int(n as i64))
 }
 
 /// `ORCA.CHECK <queue>`
-pub fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn check(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     if args.len() != 2 {
         return Err(RedisError::WrongArity);
     }
@@ -278,11 +274,11 @@ pub fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         q.check()
             .map_err(|e| RedisError::String(format!("ERR queue invariant broken: {e}")))
     })?;
-    Ok(RedisValue::SimpleStringStatic("OK"))
+    Ok(Reply::Status("OK"))
 }
 
 /// `ORCA.STATUS <queue> <orca-key>`
-pub fn status(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn status(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     if args.len() != 3 {
         return Err(RedisError::WrongArity);
     }
@@ -336,12 +332,12 @@ pub fn status(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
                 }
             }
         }
-        Ok(main.map(|m| m.value("leases", RedisValue::Array(leases)).build()))
+        Ok(main.map(|m| m.value("leases", Reply::Array(leases)).build()))
     })?;
-    Ok(reply.flatten().unwrap_or(RedisValue::Null))
+    Ok(reply.flatten().unwrap_or(Reply::Null))
 }
 
-fn settings_reply(q: &Queue) -> RedisValue {
+fn settings_reply(q: &Queue) -> Reply {
     Fields::new()
         .str("order", q.order().name())
         .int("jobs", q.len() as i64)
@@ -350,7 +346,7 @@ fn settings_reply(q: &Queue) -> RedisValue {
 }
 
 /// `ORCA.SETTINGS <queue> [ORDER LIFO|FIFO]`
-pub fn queue_settings(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn queue_settings(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     if args.len() < 2 {
         return Err(RedisError::WrongArity);
     }
@@ -375,7 +371,7 @@ pub fn queue_settings(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 /// `ORCA.IMPORT <queue> <blob>`: adds the units of a serialized queue (the
 /// form AOF rewrite emits). Refused whole if the blob is malformed, violates
 /// an invariant, or collides with what the queue holds.
-pub fn import(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn import(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     if args.len() != 3 {
         return Err(RedisError::WrongArity);
     }
@@ -399,5 +395,5 @@ pub fn import(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     ctx.replicate_verbatim();
     notify(ctx, "orca.import", name);
     signal_ready(ctx, name);
-    Ok(RedisValue::Integer(n as i64))
+    Ok(Reply::Int(n as i64))
 }

@@ -107,3 +107,90 @@ pub fn register_info(ctx: &Context) {
         unsafe { f(ctx.ctx, Some(info_func)) };
     }
 }
+
+/// Write a reply to the client of `ctx`.
+pub fn send(ctx: &Context, r: &super::reply::Reply) {
+    use super::reply::Reply;
+    use std::os::raw::c_long;
+    let c = ctx.ctx;
+    // SAFETY: valid context from Redis; buffers are passed with their
+    // lengths and live across each call.
+    unsafe {
+        match r {
+            Reply::Int(v) => {
+                raw::RedisModule_ReplyWithLongLong.map(|f| f(c, *v));
+            }
+            Reply::Bulk(b) => {
+                raw::RedisModule_ReplyWithStringBuffer.map(|f| f(c, b.as_ptr().cast(), b.len()));
+            }
+            Reply::Status(s) => {
+                // Static ASCII without NUL: the text plus a terminator.
+                let text = std::ffi::CString::new(*s).unwrap_or_default();
+                raw::RedisModule_ReplyWithSimpleString.map(|f| f(c, text.as_ptr()));
+            }
+            Reply::Null => {
+                raw::RedisModule_ReplyWithNull.map(|f| f(c));
+            }
+            Reply::Map(fields) => {
+                raw::RedisModule_ReplyWithMap.map(|f| f(c, fields.len() as c_long));
+                for (k, v) in fields {
+                    raw::RedisModule_ReplyWithStringBuffer
+                        .map(|f| f(c, k.as_ptr().cast(), k.len()));
+                    send(ctx, v);
+                }
+            }
+            Reply::Array(items) => {
+                raw::RedisModule_ReplyWithArray.map(|f| f(c, items.len() as c_long));
+                for v in items {
+                    send(ctx, v);
+                }
+            }
+            Reply::Blocked => {}
+        }
+    }
+}
+
+/// An argument of a replicated command.
+pub enum Arg<'a> {
+    /// A client's argument, passed on without copying (Redis takes a reference).
+    S(&'a redis_module::RedisString),
+    B(&'a [u8]),
+    I(i64),
+}
+
+/// Replicate `cmd args...` to replicas and the AOF. Unlike the wrapper
+/// crate's `replicate`, big client arguments (payloads) are not copied.
+pub fn replicate(ctx: &Context, cmd: &std::ffi::CStr, args: &[Arg]) {
+    let mut owned = Vec::new();
+    let mut ptrs = Vec::with_capacity(args.len());
+    for a in args {
+        match a {
+            Arg::S(s) => ptrs.push(s.inner),
+            Arg::B(b) => {
+                let s = ctx.create_string(*b);
+                ptrs.push(s.inner);
+                owned.push(s);
+            }
+            Arg::I(i) => {
+                let s = ctx.create_string(i.to_string());
+                ptrs.push(s.inner);
+                owned.push(s);
+            }
+        }
+    }
+    // SAFETY: "v" takes an array of RedisModuleString pointers and its
+    // length; Redis increments their reference counts, so dropping `owned`
+    // afterwards is fine.
+    if let Some(f) = unsafe { raw::RedisModule_Replicate } {
+        unsafe {
+            f(
+                ctx.ctx,
+                cmd.as_ptr(),
+                c"v".as_ptr(),
+                ptrs.as_ptr(),
+                ptrs.len(),
+            )
+        };
+    }
+    drop(owned);
+}

@@ -1,16 +1,17 @@
 //! Inspection commands: `ORCA.LIST` and `ORCA.STATS` (read-only).
 
-use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisError, RedisString};
 
 use super::args::{err, parse_int, Options};
 use super::commands::read_queue;
 use super::ffi::now_ms;
-use super::reply::{self, Fields};
+use super::reply::{self, Fields, Reply};
 use super::settings;
+use super::CmdResult;
 use crate::core::inspect::WaitStats;
 
 /// `ORCA.LIST <queue> [OFFSET n] [LIMIT n] [FILTER <metadata-field> <value>]`
-pub fn list(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn list(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     if args.len() < 2 {
         return Err(RedisError::WrongArity);
     }
@@ -72,15 +73,15 @@ pub fn list(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             })
             .collect::<Vec<_>>())
     })?;
-    Ok(RedisValue::Array(page.unwrap_or_default()))
+    Ok(Reply::Array(page.unwrap_or_default()))
 }
 
-fn wait(w: &WaitStats) -> RedisValue {
+fn wait(w: &WaitStats) -> Reply {
     let f = Fields::new().int("count", w.count as i64);
     if w.count == 0 {
-        f.value("avg", RedisValue::Null)
-            .value("min", RedisValue::Null)
-            .value("max", RedisValue::Null)
+        f.value("avg", Reply::Null)
+            .value("min", Reply::Null)
+            .value("max", Reply::Null)
     } else {
         f.int("avg", w.avg()).int("min", w.min).int("max", w.max)
     }
@@ -88,13 +89,15 @@ fn wait(w: &WaitStats) -> RedisValue {
 }
 
 /// `ORCA.STATS <queue>`
-pub fn stats(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn stats(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     if args.len() != 2 {
         return Err(RedisError::WrongArity);
     }
     let now = now_ms();
-    let s = read_queue(ctx, &args[1], |q| Ok(q.stats(now)))?.unwrap_or_default();
+    let (s, order) = read_queue(ctx, &args[1], |q| Ok((q.stats(now), q.order())))?
+        .unwrap_or_else(|| (Default::default(), settings::default_order()));
     Ok(Fields::new()
+        .str("order", order.name())
         .int("queued", s.queued as i64)
         .int("delayed", s.delayed as i64)
         .int("leased", s.leased as i64)

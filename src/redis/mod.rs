@@ -19,17 +19,24 @@ pub mod worker;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use redis_module::{Context, RedisError, RedisResult, RedisString};
+use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+
+/// What a command returns: a reply to send, or an error reply.
+pub type CmdResult = Result<reply::Reply, RedisError>;
 
 /// Last line of defence: a panic in a command becomes an error reply and a
 /// log line instead of aborting the server. (It does not replace fixing it.)
 pub fn guarded(
     ctx: &Context,
     args: Vec<RedisString>,
-    f: fn(&Context, Vec<RedisString>) -> RedisResult,
+    f: fn(&Context, Vec<RedisString>) -> CmdResult,
 ) -> RedisResult {
     match catch_unwind(AssertUnwindSafe(|| f(ctx, args))) {
-        Ok(r) => clean_result(r),
+        Ok(Ok(reply)) => {
+            ffi::send(ctx, &reply);
+            Ok(RedisValue::NoReply)
+        }
+        Ok(Err(e)) => Err(clean_err(e)),
         Err(p) => {
             let what = p
                 .downcast_ref::<&str>()
@@ -56,13 +63,20 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> redis_module::Status {
 
 /// Errors as clients expect them: `WRONGTYPE ...` for another type, and
 /// every other text cleaned (see `clean_error`).
-pub fn clean_result(r: RedisResult) -> RedisResult {
-    match r {
-        Err(RedisError::WrongType) => Err(RedisError::Str(
-            "WRONGTYPE Operation against a key holding the wrong kind of value",
-        )),
-        Err(RedisError::String(s)) => Err(RedisError::String(clean_error(&s))),
-        r => r,
+pub fn clean_err(e: RedisError) -> RedisError {
+    match e {
+        RedisError::WrongType => {
+            RedisError::Str("WRONGTYPE Operation against a key holding the wrong kind of value")
+        }
+        // The wrapper crate reports another key type with this text.
+        RedisError::Str(s)
+            if s.contains("wrong Redis type") || s.contains("wrong kind of value") =>
+        {
+            RedisError::Str("WRONGTYPE Operation against a key holding the wrong kind of value")
+        }
+        RedisError::Str(s) => RedisError::String(clean_error(s)),
+        RedisError::String(s) => RedisError::String(clean_error(&s)),
+        e => e,
     }
 }
 
@@ -75,7 +89,8 @@ fn clean_error(s: &str) -> String {
         .map(|c| if c.is_control() { ' ' } else { c })
         .take(400)
         .collect();
-    if !out.starts_with("ERR ") && !out.starts_with("WRONGTYPE ") {
+    let known = ["ERR ", "WRONGTYPE ", "NOPERM ", "OOM ", "READONLY "];
+    if !known.iter().any(|p| out.starts_with(p)) {
         out.insert_str(0, "ERR ");
     }
     out

@@ -4,24 +4,23 @@
 //! Every one that reads the clock or a setting that changes the outcome
 //! replicates with it pinned (`NOW`, `MAXATTEMPTS`, `DELAY`, `TTL`).
 
-use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisError, RedisString};
 
 use super::args::{err, is_kw, parse_int, parse_ms, Options};
 use super::blocking;
 use super::commands::{core_err, job_key_arg, notify, read_queue, write_queue};
-use super::ffi::{block_on_key, deny_blocking, now_ms, signal_ready};
-use super::reply::{self, Fields};
+use super::ffi::{self, block_on_key, deny_blocking, now_ms, signal_ready, Arg};
+use super::reply::{self, Fields, Reply};
 use super::settings;
+use super::CmdResult;
 use super::{stats, timer};
 use crate::core::{Delivery, NackOutcome, QueueError};
 
-fn delivery_reply(d: &Delivery) -> RedisValue {
+fn delivery_reply(d: &Delivery) -> Reply {
     let f = reply::job(&d.job).int("attempt", d.job.attempts as i64);
     match d.lease {
         Some((token, deadline)) => f.str("lease", token.to_string()).int("deadline", deadline),
-        None => f
-            .value("lease", RedisValue::Null)
-            .value("deadline", RedisValue::Null),
+        None => f.value("lease", Reply::Null).value("deadline", Reply::Null),
     }
     .build()
 }
@@ -80,11 +79,7 @@ fn parse_pop(args: &[RedisString]) -> Result<PopArgs, RedisError> {
 }
 
 /// Pop what is there now. `None` when nothing was handed out.
-fn try_pop(
-    ctx: &Context,
-    name: &RedisString,
-    p: &PopArgs,
-) -> Result<Option<RedisValue>, RedisError> {
+fn try_pop(ctx: &Context, name: &RedisString, p: &PopArgs) -> Result<Option<Reply>, RedisError> {
     let now = p.now.unwrap_or_else(now_ms);
     let policy = settings::policy(Some(p.max_attempts));
     let count = p.count.unwrap_or(1) as usize;
@@ -98,25 +93,20 @@ fn try_pop(
         return Ok(None);
     };
     if !replies.is_empty() || report.changed() {
-        let (l, c, t, m) = (
-            p.lease.to_string(),
-            count.to_string(),
-            now.to_string(),
-            p.max_attempts.to_string(),
-        );
-        ctx.replicate(
-            "ORCA.POP",
+        ffi::replicate(
+            ctx,
+            c"ORCA.POP",
             &[
-                name.as_slice(),
-                b"LEASE".as_slice(),
-                l.as_bytes(),
-                b"COUNT".as_slice(),
-                c.as_bytes(),
-                b"NOW".as_slice(),
-                t.as_bytes(),
-                b"MAXATTEMPTS".as_slice(),
-                m.as_bytes(),
-            ][..],
+                Arg::S(name),
+                Arg::B(b"LEASE"),
+                Arg::I(p.lease),
+                Arg::B(b"COUNT"),
+                Arg::I(count as i64),
+                Arg::B(b"NOW"),
+                Arg::I(now),
+                Arg::B(b"MAXATTEMPTS"),
+                Arg::I(p.max_attempts),
+            ],
         );
         timer::publish(ctx, name, &report);
     }
@@ -126,14 +116,14 @@ fn try_pop(
     stats::add(&stats::POPPED, replies.len());
     notify(ctx, "orca.pop", name);
     Ok(Some(if p.count.is_some() {
-        RedisValue::Array(replies)
+        Reply::Array(replies)
     } else {
-        replies.into_iter().next().unwrap_or(RedisValue::Null)
+        replies.into_iter().next().unwrap_or(Reply::Null)
     }))
 }
 
 /// `ORCA.POP <queue> [LEASE ms] [BLOCK ms] [COUNT n]`
-pub fn pop(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn pop(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     if args.len() < 2 {
         return Err(RedisError::WrongArity);
     }
@@ -147,7 +137,7 @@ pub fn pop(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         return Ok(v);
     }
     match p.block {
-        None => Ok(RedisValue::Null),
+        None => Ok(Reply::Null),
         Some(timeout) => {
             if block_on_key(
                 ctx,
@@ -156,7 +146,7 @@ pub fn pop(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
                 Some(blocking::pop_on_ready),
                 Some(blocking::pop_on_timeout),
             ) {
-                Ok(RedisValue::NoReply)
+                Ok(Reply::Blocked)
             } else {
                 Err(err("could not block the client"))
             }
@@ -166,7 +156,7 @@ pub fn pop(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 
 /// Called when the key of a blocked POP is signalled: `None` keeps the
 /// client blocked (nothing to hand out yet).
-pub fn pop_unblocked(ctx: &Context, args: Vec<RedisString>) -> Option<RedisResult> {
+pub fn pop_unblocked(ctx: &Context, args: Vec<RedisString>) -> Option<CmdResult> {
     if args.len() < 2 {
         return Some(Err(RedisError::WrongArity));
     }
@@ -182,7 +172,7 @@ pub fn pop_unblocked(ctx: &Context, args: Vec<RedisString>) -> Option<RedisResul
 }
 
 /// `ORCA.ACK <queue> <orca-key> <lease> [RESULT payload] [TTL ms]`
-pub fn ack(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn ack(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     if args.len() < 4 {
         return Err(RedisError::WrongArity);
     }
@@ -211,11 +201,11 @@ pub fn ack(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     ctx.replicate("ORCA.ACK", &rep[..]);
     stats::add(&stats::ACKED, 1);
     notify(ctx, "orca.ack", name);
-    Ok(RedisValue::Integer(1))
+    Ok(Reply::Int(1))
 }
 
 /// `ORCA.NACK <queue> <orca-key> <lease> [DELAY ms]`
-pub fn nack(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn nack(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     if args.len() < 4 {
         return Err(RedisError::WrongArity);
     }
@@ -280,7 +270,7 @@ pub fn nack(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 }
 
 /// `ORCA.EXTEND <queue> <orca-key> <lease> <ms>`
-pub fn extend(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn extend(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     if args.len() < 5 {
         return Err(RedisError::WrongArity);
     }
@@ -307,11 +297,11 @@ pub fn extend(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         ][..],
     );
     notify(ctx, "orca.extend", name);
-    Ok(RedisValue::Integer(deadline))
+    Ok(Reply::Int(deadline))
 }
 
 /// `ORCA.RESULT <queue> <orca-key>`
-pub fn result(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn result(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     if args.len() != 3 {
         return Err(RedisError::WrongArity);
     }
@@ -321,13 +311,13 @@ pub fn result(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         Ok(key.and_then(|k| q.result(&k, now).map(|r| r.to_vec())))
     })?;
     Ok(match r.flatten() {
-        Some(v) => RedisValue::StringBuffer(v),
-        None => RedisValue::Null,
+        Some(v) => Reply::Bulk(v),
+        None => Reply::Null,
     })
 }
 
 /// `ORCA.DEAD <queue> LIST [OFFSET n] [LIMIT n] | REQUEUE <orca-key> | PURGE`
-pub fn dead(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn dead(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     if args.len() < 3 {
         return Err(RedisError::WrongArity);
     }
@@ -358,7 +348,7 @@ pub fn dead(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
                 })
                 .collect::<Vec<_>>())
         })?;
-        return Ok(RedisValue::Array(list.unwrap_or_default()));
+        return Ok(Reply::Array(list.unwrap_or_default()));
     }
     if is_kw(&args[2], "PURGE") {
         if args.len() != 3 {
@@ -370,7 +360,7 @@ pub fn dead(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             ctx.replicate_verbatim();
             notify(ctx, "orca.purge", name);
         }
-        return Ok(RedisValue::Integer(n as i64));
+        return Ok(Reply::Int(n as i64));
     }
     if is_kw(&args[2], "REQUEUE") {
         if args.len() < 4 {
@@ -404,7 +394,7 @@ pub fn dead(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 
 /// `ORCA.TICK <queue> [NOW ms] [MAXATTEMPTS n]`: apply the time-driven
 /// changes due now (what the server's timer does on its own).
-pub fn tick(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn tick(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     if args.len() < 2 {
         return Err(RedisError::WrongArity);
     }
