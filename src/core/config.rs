@@ -94,8 +94,28 @@ enum RawId<'a> {
     Int(i64),
 }
 
+/// Bounds on what a config may hold (module settings `orca.max-key-length`
+/// and `orca.max-collation-id-length`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConfigLimits {
+    pub max_key_len: usize,
+    pub max_collation_id_len: usize,
+}
+
+impl ConfigLimits {
+    pub const NONE: ConfigLimits = ConfigLimits {
+        max_key_len: usize::MAX,
+        max_collation_id_len: usize::MAX,
+    };
+}
+
 /// Parse and validate a config. The bytes must be one JSON object.
 pub fn parse_config(bytes: &[u8]) -> Result<JobConfig, QueueError> {
+    parse_config_limited(bytes, &ConfigLimits::NONE)
+}
+
+/// `parse_config` with bounds on the key and collation id lengths (bytes).
+pub fn parse_config_limited(bytes: &[u8], limits: &ConfigLimits) -> Result<JobConfig, QueueError> {
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
     if first != Some(&b'{') {
         return Err(QueueError::BadConfig("config must be a JSON object".into()));
@@ -105,6 +125,13 @@ pub fn parse_config(bytes: &[u8]) -> Result<JobConfig, QueueError> {
     let key = raw
         .key
         .ok_or_else(|| QueueError::BadConfig("config has no string field 'key'".into()))?;
+    if key.len() > limits.max_key_len {
+        return Err(QueueError::BadConfig(format!(
+            "config key is {} bytes; the limit is {} (orca.max-key-length)",
+            key.len(),
+            limits.max_key_len
+        )));
+    }
     let url = raw.response_url.unwrap_or(Cow::Borrowed(""));
     let priority = match raw.priority {
         None => 0,
@@ -151,6 +178,13 @@ pub fn parse_config(bytes: &[u8]) -> Result<JobConfig, QueueError> {
                 return Err(QueueError::BadConfig(
                     "collation id must not be empty".into(),
                 ));
+            }
+            if id.len() > limits.max_collation_id_len {
+                return Err(QueueError::BadConfig(format!(
+                    "collation id is {} bytes; the limit is {} (orca.max-collation-id-length)",
+                    id.len(),
+                    limits.max_collation_id_len
+                )));
             }
             Some(format!("{kind}.{id}"))
         }
@@ -258,6 +292,24 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+    }
+
+    #[test]
+    fn limits() {
+        let l = ConfigLimits {
+            max_key_len: 3,
+            max_collation_id_len: 2,
+        };
+        assert!(parse_config_limited(br#"{"key":"abc"}"#, &l).is_ok());
+        assert!(parse_config_limited(br#"{"key":"abcd"}"#, &l).is_err());
+        assert!(
+            parse_config_limited(br#"{"key":"a","collation":{"type":"user","id":"12"}}"#, &l)
+                .is_ok()
+        );
+        assert!(
+            parse_config_limited(br#"{"key":"a","collation":{"type":"user","id":"123"}}"#, &l)
+                .is_err()
+        );
     }
 
     #[test]

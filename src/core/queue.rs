@@ -159,6 +159,11 @@ impl Queue {
         self.order = order;
     }
 
+    /// Is a job queued under `key`?
+    pub fn contains(&self, key: &JobKey) -> bool {
+        self.jobs.contains_key(key)
+    }
+
     /// Number of queued jobs.
     pub fn len(&self) -> usize {
         self.jobs.len()

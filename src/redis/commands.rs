@@ -14,7 +14,32 @@ use super::reply::{self, Fields, Reply};
 use super::settings;
 use super::CmdResult;
 use super::{stats, timer};
-use crate::core::{decode_key, parse_config, JobKey, Move, Order, Queue, QueueError, State};
+use crate::core::config::parse_config_limited;
+use crate::core::{decode_key, JobKey, Move, Order, Queue, QueueError, State};
+
+/// Refuse a payload (config or result) over `orca.max-payload-bytes`.
+pub(crate) fn check_payload(len: usize, what: &str) -> Result<(), RedisError> {
+    let max = settings::max_payload_bytes();
+    if len > max {
+        return Err(err(format!(
+            "{what} is {len} bytes; the limit is {max} (orca.max-payload-bytes)"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuse a new job when the queue holds `orca.max-queue-length` waiting jobs.
+fn check_room(q: &Queue, key: &JobKey) -> Result<(), RedisError> {
+    let max = settings::max_queue_length();
+    let (queued, delayed, _, _) = q.state_counts();
+    if !q.contains(key) && queued + delayed >= max {
+        return Err(err(format!(
+            "queue is full ({} waiting jobs; orca.max-queue-length is {max})",
+            queued + delayed
+        )));
+    }
+    Ok(())
+}
 
 pub(crate) fn core_err(e: QueueError) -> RedisError {
     err(e.to_string())
@@ -108,9 +133,12 @@ fn put(ctx: &Context, args: Vec<RedisString>, kind: PutKind) -> CmdResult {
     let (name, json) = (&args[1], &args[2]);
     let opts = Options::parse(&args[3..], &["NOW"])?;
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
-    let cfg = parse_config(json.as_slice()).map_err(core_err)?;
+    check_payload(json.len(), "config")?;
+    let cfg =
+        parse_config_limited(json.as_slice(), &settings::config_limits()).map_err(core_err)?;
     let payload = json.as_slice();
     let (reply, order) = write_queue(ctx, name, true, |q| {
+        check_room(q, &cfg.job_key)?;
         let (info, created) = match kind {
             PutKind::Enqueue => q.enqueue(&cfg, payload, now),
             PutKind::Immediate => q.put_immediate(&cfg, payload, now),
@@ -162,9 +190,12 @@ pub fn reenqueue(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     }
     let name = &args[1];
     let created_at = parse_ms(&args[3], "created_at")?;
-    let cfg = parse_config(args[2].as_slice()).map_err(core_err)?;
+    check_payload(args[2].len(), "config")?;
+    let cfg =
+        parse_config_limited(args[2].as_slice(), &settings::config_limits()).map_err(core_err)?;
     let payload = args[2].as_slice();
     let (reply, order) = write_queue(ctx, name, true, |q| {
+        check_room(q, &cfg.job_key)?;
         let (info, created) = q
             .put_immediate(&cfg, payload, created_at)
             .map_err(core_err)?;
@@ -379,6 +410,15 @@ pub fn import(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     let incoming = Queue::decode(args[2].as_slice()).map_err(core_err)?;
     let key = ctx.open_key_writable(name);
     let n = incoming.len();
+    let existing = key
+        .get_value::<Queue>(&QUEUE_TYPE)?
+        .map(|q| q.state_counts())
+        .map(|c| c.0 + c.1)
+        .unwrap_or(0);
+    let (iq, id, _, _) = incoming.state_counts();
+    if existing + iq + id > settings::max_queue_length() {
+        return Err(err("import would exceed orca.max-queue-length"));
+    }
     match key.get_value::<Queue>(&QUEUE_TYPE)? {
         Some(q) => {
             let before = stats::counts(q);

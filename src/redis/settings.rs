@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use redis_module::enum_configuration;
 
+use crate::core::config::ConfigLimits;
 use crate::core::{Order, Policy};
 
 enum_configuration! {
@@ -33,6 +34,15 @@ pub static RETRY_CAP: AtomicI64 = AtomicI64::new(300_000);
 pub static RESULT_TTL: AtomicI64 = AtomicI64::new(3_600_000);
 /// `orca.max-pop-count`: largest COUNT of one POP.
 pub static MAX_POP_COUNT: AtomicI64 = AtomicI64::new(1_000);
+
+/// `orca.max-payload-bytes`: largest job config or ACK result (bytes).
+pub static MAX_PAYLOAD_BYTES: AtomicI64 = AtomicI64::new(4 << 20);
+/// `orca.max-queue-length`: most jobs waiting (queued + delayed) in one queue.
+pub static MAX_QUEUE_LENGTH: AtomicI64 = AtomicI64::new(10_000_000);
+/// `orca.max-key-length`: longest config `key` (bytes).
+pub static MAX_KEY_LENGTH: AtomicI64 = AtomicI64::new(1024);
+/// `orca.max-collation-id-length`: longest collation id (bytes).
+pub static MAX_COLLATION_ID_LENGTH: AtomicI64 = AtomicI64::new(256);
 
 fn get(v: &AtomicI64) -> i64 {
     v.load(Ordering::Relaxed)
@@ -74,5 +84,20 @@ pub fn default_order() -> Order {
     match DEFAULT_ORDER.lock().map(|g| g.clone()) {
         Ok(OrderSetting::fifo) => Order::Fifo,
         _ => Order::Lifo,
+    }
+}
+
+pub fn max_payload_bytes() -> usize {
+    get(&MAX_PAYLOAD_BYTES).max(0) as usize
+}
+
+pub fn max_queue_length() -> usize {
+    get(&MAX_QUEUE_LENGTH).max(0) as usize
+}
+
+pub fn config_limits() -> ConfigLimits {
+    ConfigLimits {
+        max_key_len: get(&MAX_KEY_LENGTH).max(0) as usize,
+        max_collation_id_len: get(&MAX_COLLATION_ID_LENGTH).max(0) as usize,
     }
 }

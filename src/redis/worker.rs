@@ -181,6 +181,9 @@ pub fn ack(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     let ttl = opts.ms("TTL")?.unwrap_or_else(settings::result_ttl);
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
     let result = opts.get("RESULT").map(|r| r.as_slice());
+    if let Some(r) = result {
+        super::commands::check_payload(r.len(), "result")?;
+    }
     let token = lease_arg(&args[3])?;
     let key = job_key_arg(&args[2]).ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
     let (done, _) = write_queue(ctx, name, false, |q| {
