@@ -15,6 +15,35 @@ use super::MAX_TIME;
 /// The raw 32-byte SHA-256 of `key + response_url`; shown as base64.
 pub type JobKey = [u8; 32];
 
+/// Hasher for maps keyed by `JobKey`. The key is already a SHA-256 digest:
+/// uniformly distributed, and a client cannot choose its bits (that would
+/// need SHA-256 preimages), so its first 8 bytes are a good hash with no
+/// flooding risk, at a fraction of SipHash's cost on the hot path.
+/// (Collation names, which clients do choose, keep the default SipHash.)
+#[derive(Default, Clone, Copy)]
+pub struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // [u8; 32] hashes as its bytes (after no length prefix for arrays);
+        // fold whatever arrives so any use stays correct.
+        for chunk in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.0 = self.0.rotate_left(29) ^ u64::from_le_bytes(b);
+            if bytes.len() >= 32 {
+                break;
+            }
+        }
+    }
+}
+
+/// `HashMap` keyed by `JobKey`.
+pub type KeyMap<V> = std::collections::HashMap<JobKey, V, std::hash::BuildHasherDefault<KeyHasher>>;
+
 /// What the queue needs from a config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobConfig {

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 
-use super::config::{JobConfig, JobKey};
+use super::config::{JobConfig, JobKey, KeyMap};
 use super::error::QueueError;
 use super::index::OrderIndex;
 use super::{MAX_TIME, SEQ_LIMIT};
@@ -122,7 +122,7 @@ pub enum Move {
 #[derive(Clone, Debug)]
 pub struct Queue {
     pub(crate) order: Order,
-    pub(crate) jobs: HashMap<JobKey, Job>,
+    pub(crate) jobs: KeyMap<Job>,
     pub(crate) index: OrderIndex<ResKey, Res>,
     pub(crate) collations: HashMap<Rc<str>, Collation>,
     /// Next sequence number (ties of ordinary reservations, and nonces). > 0.
@@ -139,7 +139,7 @@ impl Queue {
     pub fn new(order: Order) -> Self {
         Queue {
             order,
-            jobs: HashMap::new(),
+            jobs: KeyMap::default(),
             index: OrderIndex::new(),
             collations: HashMap::new(),
             next_seq: 1,

@@ -24,7 +24,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 use std::rc::Rc;
 
-use super::config::JobKey;
+use super::config::{JobKey, KeyMap};
 use super::error::QueueError;
 use super::queue::{Job, JobInfo, Place, Queue};
 use super::MAX_TIME;
@@ -104,13 +104,13 @@ pub struct StoredResult {
 pub struct Work {
     pub(crate) leases: HashMap<u64, Lease>,
     /// Tokens of the leases on each key (derived from `leases`).
-    pub(crate) lease_keys: HashMap<JobKey, Vec<u64>>,
+    pub(crate) lease_keys: KeyMap<Vec<u64>>,
     pub(crate) lease_order: BTreeSet<(i64, u64)>,
-    pub(crate) delayed: HashMap<JobKey, Delayed>,
+    pub(crate) delayed: KeyMap<Delayed>,
     pub(crate) delayed_order: BTreeSet<(i64, JobKey)>,
-    pub(crate) dead: HashMap<JobKey, Dead>,
+    pub(crate) dead: KeyMap<Dead>,
     pub(crate) dead_order: BTreeSet<(i64, i64, JobKey)>,
-    pub(crate) results: HashMap<JobKey, StoredResult>,
+    pub(crate) results: KeyMap<StoredResult>,
     pub(crate) result_order: BTreeSet<(i64, JobKey)>,
     pub(crate) cancelled: HashMap<u64, i64>,
     pub(crate) cancelled_order: BTreeSet<(i64, u64)>,

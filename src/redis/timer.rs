@@ -31,6 +31,7 @@ thread_local! {
 }
 
 /// Remember that `key` in `db` has work due at `deadline` (or none).
+/// Queues with nothing pending (the common case) cost one emptiness check.
 pub fn track_raw(db: i32, key: &[u8], deadline: Option<i64>) {
     TRACKED.with(|t| {
         let mut t = t.borrow_mut();
@@ -38,6 +39,7 @@ pub fn track_raw(db: i32, key: &[u8], deadline: Option<i64>) {
             Some(d) => {
                 t.insert((db, key.to_vec()), Some(d));
             }
+            None if t.is_empty() => {}
             None => {
                 t.remove(&(db, key.to_vec()));
             }
