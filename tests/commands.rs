@@ -1527,6 +1527,13 @@ fn collation_ids() {
     let s = Server::start(&[]);
     let mut c = s.conn();
     let long = "x".repeat(1000);
+    // Past the default orca.max-collation-id-length (256): refused, and
+    // accepted once the limit allows it.
+    let cfg = format!(r#"{{"key":"long","collation":{{"type":"user","id":"{long}"}}}}"#);
+    let e = fails(&mut c, &args!["ORCA.ENQUEUE", "q", cfg.as_str()]);
+    assert!(e.contains("orca.max-collation-id-length"), "{e}");
+    assert_eq!(as_int(&ok(&mut c, &args!["EXISTS", "q"])), 0);
+    ok(&mut c, &args!["CONFIG", "SET", "orca.max-collation-id-length", "1000"]);
     let cases: Vec<(String, String, &str)> = vec![
         (r#"{"type":"user","id":7}"#.into(), "user.7".into(), "int7"),
         (
