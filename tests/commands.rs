@@ -1533,7 +1533,10 @@ fn collation_ids() {
     let e = fails(&mut c, &args!["ORCA.ENQUEUE", "q", cfg.as_str()]);
     assert!(e.contains("orca.max-collation-id-length"), "{e}");
     assert_eq!(as_int(&ok(&mut c, &args!["EXISTS", "q"])), 0);
-    ok(&mut c, &args!["CONFIG", "SET", "orca.max-collation-id-length", "1000"]);
+    ok(
+        &mut c,
+        &args!["CONFIG", "SET", "orca.max-collation-id-length", "1000"],
+    );
     let cases: Vec<(String, String, &str)> = vec![
         (r#"{"type":"user","id":7}"#.into(), "user.7".into(), "int7"),
         (

@@ -99,7 +99,7 @@ const COMMANDS: &[Info] = &[
         "Fail a leased job: retry after backoff or dead-letter it",
         "O(log N)",
     ),
-    w("orca.extend", 5, "Extend a lease (heartbeat)", "O(log N)"),
+    w("orca.extend", -5, "Extend a lease (heartbeat)", "O(log N)"),
     r(
         "orca.result",
         3,

@@ -194,3 +194,32 @@ pub fn replicate(ctx: &Context, cmd: &std::ffi::CStr, args: &[Arg]) {
     }
     drop(owned);
 }
+
+unsafe extern "C" fn on_swapdb(
+    _ctx: *mut raw::RedisModuleCtx,
+    _eid: raw::RedisModuleEvent,
+    _sub: u64,
+    data: *mut std::os::raw::c_void,
+) {
+    if data.is_null() {
+        return;
+    }
+    // SAFETY: for the SwapDB event Redis passes a RedisModuleSwapDbInfo.
+    let info = unsafe { &*(data as *const raw::RedisModuleSwapDbInfo) };
+    let (a, b) = (info.dbnum_first, info.dbnum_second);
+    let _ = std::panic::catch_unwind(|| super::timer::on_swapdb(a, b));
+}
+
+/// Follow SWAPDB (which sends no per-key events) so leases of queues in the
+/// swapped databases keep expiring on time.
+pub fn subscribe_swapdb(ctx: &Context) -> bool {
+    let event = raw::RedisModuleEvent {
+        id: raw::REDISMODULE_EVENT_SWAPDB,
+        dataver: 1,
+    };
+    // SAFETY: valid load-time context; a plain C callback.
+    match unsafe { raw::RedisModule_SubscribeToServerEvent } {
+        Some(f) => unsafe { f(ctx.ctx, event, Some(on_swapdb)) == raw::REDISMODULE_OK as i32 },
+        None => false,
+    }
+}

@@ -62,6 +62,25 @@ pub fn on_generic_event(ctx: &Context, _ev: NotifyEvent, event: &str, key: &[u8]
     }
 }
 
+/// SWAPDB exchanged two databases: so do their tracked queues.
+pub fn on_swapdb(a: i32, b: i32) {
+    TRACKED.with(|t| {
+        let mut t = t.borrow_mut();
+        let moved: Vec<(Tracked, Option<i64>)> = t
+            .iter()
+            .filter(|((db, _), _)| *db == a || *db == b)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        for (k, _) in &moved {
+            t.remove(k);
+        }
+        for ((db, key), d) in moved {
+            let other = if db == a { b } else { a };
+            t.insert((other, key), d);
+        }
+    });
+}
+
 pub fn start(ctx: &Context) {
     ctx.create_timer(Duration::from_millis(TIMER_PERIOD_MS), fire, ());
 }
