@@ -745,6 +745,13 @@ impl QueueBuilder {
         // nonces remain unique.
         self.q.next_seq = self.q.next_seq.max(self.max_seq + 1);
         self.q.front_tie = self.q.front_tie.min(self.min_tie);
+        // Ticks take one number per pending lease or retry (to requeue or
+        // bury it) without asking: leave room for all of them, so the queue
+        // can always be saved and loaded again.
+        let pending = (self.q.work.leases.len() + self.q.work.delayed.len()) as i64;
+        if self.q.next_seq.saturating_add(pending) > SEQ_LOAD_LIMIT {
+            return Err(corrupt("counters out of range"));
+        }
         self.q.check().map_err(QueueError::Corrupt)?;
         Ok(self.q)
     }

@@ -345,7 +345,8 @@ impl Queue {
         let deadline = now.checked_add(lease_ms).filter(|d| *d <= MAX_TIME);
         let deadline = deadline.ok_or(QueueError::TimeOverflow)?;
         self.seq_room()?;
-        if self.next_seq.saturating_add(count as i64) > super::SEQ_LIMIT {
+        let count_i = i64::try_from(count).unwrap_or(i64::MAX);
+        if self.next_seq.saturating_add(count_i) > super::SEQ_LIMIT {
             return Err(QueueError::Corrupt("sequence numbers exhausted".into()));
         }
         let report = self.tick(now, policy);
