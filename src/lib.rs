@@ -64,7 +64,9 @@ redis_module! {
             ["max-collation-id-length", &settings::MAX_COLLATION_ID_LENGTH, 256, 1, 1 << 20, ConfigurationFlags::DEFAULT, None],
         ],
         string: [],
-        bool: [],
+        bool: [
+            ["trust-client-clock", &settings::TRUST_CLIENT_CLOCK, false, ConfigurationFlags::DEFAULT, None],
+        ],
         enum: [
             ["default-order", &settings::DEFAULT_ORDER, settings::OrderSetting::lifo, ConfigurationFlags::DEFAULT, None],
         ],

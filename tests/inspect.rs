@@ -1226,7 +1226,12 @@ fn info_orca_counts() {
 // 5. Module settings
 // ---------------------------------------------------------------------------
 
-const DEFAULTS: [(&str, &str); 12] = [
+/// Every setting as test servers run with it: the module's defaults, except
+/// `orca.trust-client-clock`, which the harness turns on so tests may pin
+/// the clock (its real default, no, is checked in
+/// `trust_client_clock_is_off_by_default`).
+const DEFAULTS: [(&str, &str); 13] = [
+    ("orca.trust-client-clock", "yes"),
     ("orca.move-to-back-buffer", "10000"),
     ("orca.default-order", "lifo"),
     ("orca.lease-time", "300000"),
@@ -2210,4 +2215,33 @@ fn keyspace_events_in_order() {
     if let Ok(m) = ev.ps.get_message() {
         panic!("unexpected event after the script: {m:?}");
     }
+}
+
+#[test]
+fn trust_client_clock_is_off_by_default() {
+    let s = Server::start(&["--orca.trust-client-clock", "no"]);
+    let mut c = s.conn();
+    let cfg = ok(&mut c, &args!["CONFIG", "GET", "orca.trust-client-clock"]);
+    assert_eq!(format!("{cfg:?}").contains("no"), true, "{cfg:?}");
+    ok(&mut c, &args!["ORCA.ENQUEUE", "q", r#"{"key":"a"}"#]);
+    // Worker commands refuse a client's pinned clock and dead-letter threshold...
+    for a in [
+        args!["ORCA.POP", "q", "NOW", "5"],
+        args!["ORCA.POP", "q", "MAXATTEMPTS", "1"],
+        args!["ORCA.TICK", "q", "NOW", "5"],
+    ] {
+        let e = fails(&mut c, &a);
+        assert!(e.contains("orca.trust-client-clock"), "{e}");
+    }
+    assert_eq!(as_int(&ok(&mut c, &args!["ORCA.LEN", "q"])), 1);
+    // ...until allowed; enqueue-side NOW stays open to clients.
+    ok(
+        &mut c,
+        &args!["ORCA.ENQUEUE", "q", r#"{"key":"b"}"#, "NOW", "5"],
+    );
+    ok(
+        &mut c,
+        &args!["CONFIG", "SET", "orca.trust-client-clock", "yes"],
+    );
+    ok(&mut c, &args!["ORCA.TICK", "q", "NOW", "5"]);
 }

@@ -381,6 +381,17 @@ impl Queue {
                 return Err(corrupt("imported collation already in the queue"));
             }
         }
+        // Nonces are unique in the whole queue (invariant 4): O(n) here.
+        // Imports are rare (loading an AOF written without RDB preamble
+        // applies one per batch of 512 units, so that load is quadratic in
+        // a huge queue: docs/operations.md recommends the preamble).
+        if !other.index.is_empty() {
+            let mine: std::collections::HashSet<u64> =
+                self.index.iter().map(|(_, r)| r.nonce).collect();
+            if other.index.iter().any(|(_, r)| mine.contains(&r.nonce)) {
+                return Err(corrupt("imported nonces collide with the queue's"));
+            }
+        }
         let (mine, theirs) = (&self.work, &other.work);
         if theirs
             .leases

@@ -222,6 +222,9 @@ impl Queue {
     /// back (or die), due retries come back, old results and cancellation
     /// records are forgotten.
     pub fn tick(&mut self, now: i64, policy: &Policy) -> TickReport {
+        // Every deadline is within 0..=MAX_TIME, so clamping changes nothing
+        // that comes due, and keeps recorded times (died_at) in range.
+        let now = now.clamp(0, MAX_TIME);
         let mut report = TickReport::default();
         while let Some(&(deadline, token)) = self.work.lease_order.first() {
             if deadline > now {

@@ -28,6 +28,16 @@ pub(crate) fn check_payload(len: usize, what: &str) -> Result<(), RedisError> {
     Ok(())
 }
 
+/// Config limits for client input; none for what the master or the AOF
+/// replays (the master already applied its own limits).
+fn limits_for(client: bool) -> crate::core::config::ConfigLimits {
+    if client {
+        settings::config_limits()
+    } else {
+        crate::core::config::ConfigLimits::NONE
+    }
+}
+
 /// Refuse a new job when the queue holds `orca.max-queue-length` waiting jobs.
 fn check_room(q: &Queue, key: &JobKey) -> Result<(), RedisError> {
     let max = settings::max_queue_length();
@@ -133,12 +143,16 @@ fn put(ctx: &Context, args: Vec<RedisString>, kind: PutKind) -> CmdResult {
     let (name, json) = (&args[1], &args[2]);
     let opts = Options::parse(&args[3..], &["NOW"])?;
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
-    check_payload(json.len(), "config")?;
-    let cfg =
-        parse_config_limited(json.as_slice(), &settings::config_limits()).map_err(core_err)?;
+    let client = !super::from_master_or_aof(ctx);
+    if client {
+        check_payload(json.len(), "config")?;
+    }
+    let cfg = parse_config_limited(json.as_slice(), &limits_for(client)).map_err(core_err)?;
     let payload = json.as_slice();
     let (reply, order) = write_queue(ctx, name, true, |q| {
-        check_room(q, &cfg.job_key)?;
+        if client {
+            check_room(q, &cfg.job_key)?;
+        }
         let (info, created) = match kind {
             PutKind::Enqueue => q.enqueue(&cfg, payload, now),
             PutKind::Immediate => q.put_immediate(&cfg, payload, now),
@@ -190,12 +204,16 @@ pub fn reenqueue(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     }
     let name = &args[1];
     let created_at = parse_ms(&args[3], "created_at")?;
-    check_payload(args[2].len(), "config")?;
-    let cfg =
-        parse_config_limited(args[2].as_slice(), &settings::config_limits()).map_err(core_err)?;
+    let client = !super::from_master_or_aof(ctx);
+    if client {
+        check_payload(args[2].len(), "config")?;
+    }
+    let cfg = parse_config_limited(args[2].as_slice(), &limits_for(client)).map_err(core_err)?;
     let payload = args[2].as_slice();
     let (reply, order) = write_queue(ctx, name, true, |q| {
-        check_room(q, &cfg.job_key)?;
+        if client {
+            check_room(q, &cfg.job_key)?;
+        }
         let (info, created) = q
             .put_immediate(&cfg, payload, created_at)
             .map_err(core_err)?;
@@ -416,7 +434,7 @@ pub fn import(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
         .map(|c| c.0 + c.1)
         .unwrap_or(0);
     let (iq, id, _, _) = incoming.state_counts();
-    if existing + iq + id > settings::max_queue_length() {
+    if !super::from_master_or_aof(ctx) && existing + iq + id > settings::max_queue_length() {
         return Err(err("import would exceed orca.max-queue-length"));
     }
     match key.get_value::<Queue>(&QUEUE_TYPE)? {

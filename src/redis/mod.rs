@@ -21,6 +21,22 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
+/// Did this command come from the master or the AOF (not from a client)?
+/// Such commands carry their pinned values (`NOW`, `MAXATTEMPTS`, ...) and
+/// must be applied as the master applied them, whatever this server's limits.
+pub fn from_master_or_aof(ctx: &Context) -> bool {
+    ctx.get_flags()
+        .intersects(redis_module::ContextFlags::REPLICATED | redis_module::ContextFlags::LOADING)
+}
+
+/// May this command carry `NOW`/`MAXATTEMPTS` on a worker command? From the
+/// master or the AOF always; from clients only with
+/// `orca.trust-client-clock yes` (a client that moves the clock forward
+/// could expire other workers' leases).
+pub fn may_pin_clock(ctx: &Context) -> bool {
+    from_master_or_aof(ctx) || settings::trust_client_clock()
+}
+
 /// What a command returns: a reply to send, or an error reply.
 pub type CmdResult = Result<reply::Reply, RedisError>;
 
@@ -87,9 +103,19 @@ pub fn clean_err(e: RedisError) -> RedisError {
 /// to one printable line of bounded length, with no NUL (the reply path
 /// builds a C string from it).
 fn clean_error(s: &str) -> String {
+    // Printable ASCII only: the wrapper crate sends each char of an error
+    // as one byte (`c as u8`), so U+0100 would become a NUL (and its
+    // CString::new(..).unwrap() would abort the server) and any non-ASCII
+    // char invalid UTF-8.
     let mut out: String = s
         .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
+        .map(|c| {
+            if c == ' ' || c.is_ascii_graphic() {
+                c
+            } else {
+                '?'
+            }
+        })
         .take(400)
         .collect();
     let known = ["ERR ", "WRONGTYPE ", "NOPERM ", "OOM ", "READONLY "];

@@ -1,7 +1,7 @@
 //! Module-wide settings: `CONFIG SET/GET orca.<name>` and `loadmodule`
 //! arguments. Every one is listed in redis.conf.example.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Mutex;
 
 use redis_module::enum_configuration;
@@ -43,6 +43,14 @@ pub static MAX_QUEUE_LENGTH: AtomicI64 = AtomicI64::new(10_000_000);
 pub static MAX_KEY_LENGTH: AtomicI64 = AtomicI64::new(1024);
 /// `orca.max-collation-id-length`: longest collation id (bytes).
 pub static MAX_COLLATION_ID_LENGTH: AtomicI64 = AtomicI64::new(256);
+
+/// `orca.trust-client-clock`: accept `NOW`/`MAXATTEMPTS` from clients on
+/// worker commands (POP, ACK, NACK, EXTEND, TICK). Off by default.
+pub static TRUST_CLIENT_CLOCK: AtomicBool = AtomicBool::new(false);
+
+pub fn trust_client_clock() -> bool {
+    TRUST_CLIENT_CLOCK.load(Ordering::Relaxed)
+}
 
 fn get(v: &AtomicI64) -> i64 {
     v.load(Ordering::Relaxed)

@@ -132,7 +132,8 @@ fn tick_due(ctx: &Context) {
             track_raw(db, &name, None);
             continue;
         }
-        let key_name = ctx.create_string(name.as_slice());
+        // Binary-safe: key names may hold any byte, NUL included.
+        let key_name = RedisString::create_from_slice(ctx.ctx, name.as_slice());
         let key = ctx.open_key_writable(&key_name);
         let q = match key.get_value::<Queue>(&QUEUE_TYPE) {
             Ok(Some(q)) => q,

@@ -53,16 +53,34 @@ struct PopArgs {
     max_attempts: i64,
 }
 
-fn parse_pop(args: &[RedisString]) -> Result<PopArgs, RedisError> {
+/// `NOW`/`MAXATTEMPTS` on a worker command: honoured from the master and
+/// the AOF, from clients only with `orca.trust-client-clock yes`.
+fn check_pins(ctx: &Context, opts: &Options) -> Result<(), RedisError> {
+    if (opts.get("NOW").is_some() || opts.get("MAXATTEMPTS").is_some())
+        && !super::may_pin_clock(ctx)
+    {
+        return Err(err(
+            "NOW and MAXATTEMPTS on worker commands are for replication (CONFIG SET orca.trust-client-clock yes allows them from clients)",
+        ));
+    }
+    Ok(())
+}
+
+fn parse_pop(ctx: &Context, args: &[RedisString]) -> Result<PopArgs, RedisError> {
     let opts = Options::parse(
         &args[2..],
         &["LEASE", "BLOCK", "COUNT", "NOW", "MAXATTEMPTS"],
     )?;
+    check_pins(ctx, &opts)?;
     let count = match opts.get("COUNT") {
         None => None,
         Some(v) => {
             let n = parse_int(v, "COUNT")?;
-            let max = settings::max_pop_count();
+            let max = if super::from_master_or_aof(ctx) {
+                i64::MAX
+            } else {
+                settings::max_pop_count()
+            };
             if !(1..=max).contains(&n) {
                 return Err(err(format!("COUNT must be between 1 and {max}")));
             }
@@ -127,7 +145,7 @@ pub fn pop(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     if args.len() < 2 {
         return Err(RedisError::WrongArity);
     }
-    let p = parse_pop(&args)?;
+    let p = parse_pop(ctx, &args)?;
     if p.block.is_some() && deny_blocking(ctx) {
         return Err(err(
             "BLOCK is not allowed inside MULTI/EXEC or scripts; pop without BLOCK",
@@ -160,7 +178,7 @@ pub fn pop_unblocked(ctx: &Context, args: Vec<RedisString>) -> Option<CmdResult>
     if args.len() < 2 {
         return Some(Err(RedisError::WrongArity));
     }
-    let p = match parse_pop(&args) {
+    let p = match parse_pop(ctx, &args) {
         Ok(p) => p,
         Err(e) => return Some(Err(e)),
     };
@@ -178,11 +196,14 @@ pub fn ack(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     }
     let name = &args[1];
     let opts = Options::parse(&args[4..], &["RESULT", "TTL", "NOW"])?;
+    check_pins(ctx, &opts)?;
     let ttl = opts.ms("TTL")?.unwrap_or_else(settings::result_ttl);
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
     let result = opts.get("RESULT").map(|r| r.as_slice());
     if let Some(r) = result {
-        super::commands::check_payload(r.len(), "result")?;
+        if !super::from_master_or_aof(ctx) {
+            super::commands::check_payload(r.len(), "result")?;
+        }
     }
     let token = lease_arg(&args[3])?;
     let key = job_key_arg(&args[2]).ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
@@ -214,6 +235,7 @@ pub fn nack(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     }
     let name = &args[1];
     let opts = Options::parse(&args[4..], &["DELAY", "NOW", "MAXATTEMPTS"])?;
+    check_pins(ctx, &opts)?;
     let delay = opts.ms("DELAY")?;
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
     let max_attempts = max_attempts_opt(&opts)?;
@@ -280,6 +302,7 @@ pub fn extend(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     let name = &args[1];
     let ms = parse_ms(&args[4], "lease time")?;
     let opts = Options::parse(&args[5..], &["NOW"])?;
+    check_pins(ctx, &opts)?;
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
     let token = lease_arg(&args[3])?;
     let key = job_key_arg(&args[2]).ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
@@ -403,6 +426,7 @@ pub fn tick(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     }
     let name = &args[1];
     let opts = Options::parse(&args[2..], &["NOW", "MAXATTEMPTS"])?;
+    check_pins(ctx, &opts)?;
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
     let max_attempts = max_attempts_opt(&opts)?;
     let policy = settings::policy(Some(max_attempts));

@@ -190,6 +190,13 @@ impl Server {
             module_path().display().to_string(),
         ];
         a.extend(self.module_args.iter().cloned());
+        // Most tests pin the clock on worker commands (NOW, MAXATTEMPTS),
+        // which servers accept from clients only when told to; a test that
+        // checks the default passes `--orca.trust-client-clock no` itself.
+        if !self.extra.iter().any(|e| e == "--orca.trust-client-clock") {
+            a.push("--orca.trust-client-clock".into());
+            a.push("yes".into());
+        }
         // Later options override earlier ones (e.g. `--appendonly yes`).
         a.extend(self.extra.iter().cloned());
         a

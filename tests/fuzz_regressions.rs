@@ -1,0 +1,380 @@
+//! Bugs found by the fuzzers (`tests/fuzz_live.rs`, `tests/fuzz/`), each kept
+//! as a minimized reproduction against a real server. Each test states the
+//! guarantee it checks (docs/security.md); it fails until the bug is fixed.
+//!
+//! Replies are read from a raw socket where the bug breaks the reply itself
+//! (a client library cannot parse an error line that is not UTF-8, and a
+//! server that aborts closes the connection).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::*;
+use redis::Value;
+
+use orca::core::{parse_config, Order, Queue};
+
+/// Send one command on a fresh socket; the raw first reply line (without
+/// CRLF), or `None` if the server closed the connection (it died).
+fn raw_line(port: u16, args: &[&[u8]]) -> Option<Vec<u8>> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    s.write_all(&out).ok()?;
+    let mut r = BufReader::new(s);
+    let mut line = Vec::new();
+    match r.read_until(b'\n', &mut line) {
+        Ok(n) if n > 0 => {
+            line.truncate(line.len().saturating_sub(2));
+            Some(line)
+        }
+        _ => None,
+    }
+}
+
+fn assert_alive(s: &Server) {
+    assert_eq!(
+        raw_line(s.port, &[b"PING"]).as_deref(),
+        Some(&b"+PONG"[..]),
+        "the server is gone; log:\n{}",
+        s.log()
+    );
+}
+
+/// A clean error reply: `-ERR ...`, one line of printable UTF-8.
+fn assert_clean_error(reply: Option<Vec<u8>>, what: &str, s: &Server) {
+    let Some(line) = reply else {
+        panic!(
+            "{what}: the server closed the connection (it crashed); log tail:\n{}",
+            s.log()
+                .lines()
+                .rev()
+                .take(40)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    };
+    assert!(
+        line.starts_with(b"-ERR "),
+        "{what}: not an error reply: {line:?}"
+    );
+    let text = std::str::from_utf8(&line).unwrap_or_else(|_| {
+        panic!(
+            "{what}: the error reply is not valid UTF-8 (clients fail to parse it): {:?}",
+            String::from_utf8_lossy(&line)
+        )
+    });
+    assert!(
+        text.chars().all(|c| !c.is_control()),
+        "{what}: control characters in the error reply: {text:?}"
+    );
+}
+
+/// BUG (critical): an error text that quotes client input holding a
+/// character whose code point is a multiple of 256 (U+0100 'Ā', U+0200, ...)
+/// aborts the server. The wrapper crate's `reply_error_string` turns each
+/// char into one byte (`c as u8`), U+0100 becomes NUL, `CString::new`
+/// fails and its `unwrap` panics in `Context::reply`, outside the module's
+/// `catch_unwind`: "failed to initiate panic", SIGABRT, every key lost.
+/// `clean_error` must reduce error texts to printable ASCII.
+#[test]
+fn error_text_with_u0100_does_not_abort_the_server() {
+    let s = Server::start(&[]);
+    // serde_json quotes the string in its message.
+    let r = raw_line(
+        s.port,
+        &[
+            b"ORCA.ENQUEUE",
+            b"q",
+            "{\"key\":\"k\",\"priority\":\"\u{100}\"}".as_bytes(),
+        ],
+    );
+    assert_clean_error(r, "ENQUEUE with priority \"\\u{100}\"", &s);
+    assert_alive(&s);
+    // The option parser quotes the unknown option.
+    let r = raw_line(s.port, &[b"ORCA.LIST", b"q", "\u{100}".as_bytes()]);
+    assert_clean_error(r, "ORCA.LIST q \\u{100}", &s);
+    assert_alive(&s);
+}
+
+/// BUG (high): error texts that quote non-ASCII client input are sent as
+/// invalid UTF-8 (same `c as u8` truncation: "é" U+00E9 is sent as the lone
+/// byte 0xE9). A Rust client (redis-rs) fails to parse the reply and drops
+/// the connection. Any user config with non-ASCII text in a mistyped field
+/// triggers it.
+#[test]
+fn error_replies_are_valid_utf8() {
+    let s = Server::start(&[]);
+    let r = raw_line(
+        s.port,
+        &[
+            b"ORCA.ENQUEUE",
+            b"q",
+            "{\"key\":\"k\",\"priority\":\"é\"}".as_bytes(),
+        ],
+    );
+    assert_clean_error(r, "ENQUEUE with priority \"é\"", &s);
+    let r = raw_line(s.port, &[b"ORCA.POP", b"q", "ünknown".as_bytes(), b"1"]);
+    assert_clean_error(r, "ORCA.POP q ünknown 1", &s);
+}
+
+/// BUG (high): the lease timer panics on a queue whose name holds a NUL
+/// byte (`ctx.create_string` -> `CString::new(..).unwrap()` in
+/// `timer::tick_due`). The panic is caught, but the entry stays due, so it
+/// panics again every 50 ms (the log fills with backtraces), the queue's
+/// expired leases never come back by themselves, and the loop over due
+/// queues stops there, starving every queue after it in the map.
+#[test]
+fn timer_serves_queues_with_nul_in_their_name() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let q = b"q\x00x".to_vec();
+    ok(
+        &mut c,
+        &[
+            b"ORCA.ENQUEUE".to_vec(),
+            q.clone(),
+            config("a", None, 0).into_bytes(),
+        ],
+    );
+    ok(
+        &mut c,
+        &[
+            b"ORCA.POP".to_vec(),
+            q.clone(),
+            b"LEASE".to_vec(),
+            b"20".to_vec(),
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    let stats = fields(ok(&mut c, &[b"ORCA.STATS".to_vec(), q.clone()]));
+    let log = s.log();
+    assert!(
+        !log.contains("panicked"),
+        "the server log has panics:\n{}",
+        log.lines()
+            .filter(|l| l.contains("panicked") || l.contains("NulError"))
+            .take(4)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert_eq!(
+        (int(&stats, "leased"), int(&stats, "queued")),
+        (0, 1),
+        "the expired lease did not come back by itself: {stats:?}"
+    );
+}
+
+/// BUG (critical): `ORCA.IMPORT` into an existing queue accepts a blob
+/// whose reservation nonces collide with the queue's own (`absorb` checks
+/// job keys, reservation keys and collation names, not nonces), and the
+/// merged queue breaks invariant 4 ("nonce N used twice"). Worse, such a
+/// queue cannot be loaded again: the RDB loader runs the same check, so
+/// `DEBUG RELOAD` or a restart fails and Redis exits ("Terminating server
+/// after rdb file reading failure"). Both queues here are valid on their
+/// own (each a single job with nonce 1, at different scores).
+#[test]
+fn import_with_colliding_nonces_is_refused_or_valid() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    ok(
+        &mut c,
+        &args!["ORCA.ENQUEUE", "q", config("a", None, 0), "NOW", 100],
+    );
+    let mut other = Queue::new(Order::Lifo);
+    let cfg = config("b", None, 0);
+    other
+        .enqueue(&parse_config(cfg.as_bytes()).unwrap(), cfg.as_bytes(), 200)
+        .unwrap();
+    assert!(other.check().is_ok());
+    let r = raw(&mut c, &args!["ORCA.IMPORT", "q", other.encode()]);
+    if error_text(&r).is_none() {
+        // Accepted: the queue must be valid, and survive an RDB save + load.
+        let check = raw(&mut c, &args!["ORCA.CHECK", "q"]);
+        let reload = raw_line(s.port, &[b"DEBUG", b"RELOAD"]);
+        let exited = reload.is_none() || raw_line(s.port, &[b"PING"]).is_none();
+        assert!(
+            matches!(&check, Value::Okay) && !exited,
+            "IMPORT accepted a blob; then ORCA.CHECK: {check:?}; DEBUG RELOAD: {:?}{}",
+            reload.map(|l| String::from_utf8_lossy(&l).into_owned()),
+            if exited {
+                format!(
+                    "; the server EXITED:\n{}",
+                    s.log()
+                        .lines()
+                        .filter(|l| l.contains("orcaqueue") || l.contains("Terminating"))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
+}
+
+/// The consequence of the IMPORT bug above on persistence: the RDB written
+/// after an accepted `ORCA.IMPORT` cannot be loaded, so the server does not
+/// come back after a restart (every key lost, not just the queue).
+#[test]
+fn rdb_after_import_with_colliding_nonces_loads_again() {
+    let mut s = Server::start(&[]);
+    let mut c = s.conn();
+    ok(
+        &mut c,
+        &args!["ORCA.ENQUEUE", "q", config("a", None, 0), "NOW", 100],
+    );
+    ok(&mut c, &args!["SET", "unrelated", "value"]);
+    let mut other = Queue::new(Order::Lifo);
+    let cfg = config("b", None, 0);
+    other
+        .enqueue(&parse_config(cfg.as_bytes()).unwrap(), cfg.as_bytes(), 200)
+        .unwrap();
+    if error_text(&raw(&mut c, &args!["ORCA.IMPORT", "q", other.encode()])).is_some() {
+        return; // refused: fine
+    }
+    drop(c);
+    s.restart(); // SHUTDOWN SAVE, then start on the same RDB
+    let mut c = s.conn();
+    assert_eq!(qlen(&mut c, "q"), 2);
+    assert_check(&mut c, "q");
+}
+
+/// BUG (medium): the size limits (`orca.max-payload-bytes`,
+/// `orca.max-key-length`, `orca.max-collation-id-length`,
+/// `orca.max-queue-length`, `orca.max-pop-count`) are also enforced on
+/// commands that come from the master or the AOF, where they are not pinned
+/// in the replicated form. A replica configured with a lower limit than its
+/// master silently drops jobs the master accepted (the datasets diverge),
+/// and an AOF replayed after the limit was lowered loses them. Limits
+/// belong to client input; replicated and loaded commands should skip them.
+#[test]
+fn replica_with_lower_limit_keeps_what_the_master_accepted() {
+    let master = Server::start(&[]);
+    let replica = master.start_replica(&["max-payload-bytes", "100"], &[]);
+    let mut m = master.conn();
+    let big = format!(
+        r#"{{"key":"big","response_url":"u","script":"{}"}}"#,
+        "x".repeat(200)
+    );
+    ok(&mut m, &args!["ORCA.ENQUEUE", "q", big]);
+    sync_replica(&master, &replica);
+    let mut r = replica.conn();
+    assert_eq!(
+        (qlen(&mut m, "q"), qlen(&mut r, "q")),
+        (1, 1),
+        "master and replica diverge"
+    );
+}
+
+/// SECURITY (design, medium): the options meant for replication (`NOW`,
+/// `MAXATTEMPTS`) are accepted from any client, and Redis 7.0 ACLs cannot
+/// restrict arguments. A user allowed only `ORCA.POP` (the worker user of
+/// docs/security.md) pops with a far-future `NOW` and `MAXATTEMPTS 1`: the
+/// pop first applies every time-driven change "due" by then, so another
+/// worker's running job is expired and dead-lettered. Clients should not be
+/// able to move the server's clock forward (e.g. accept `NOW`/`MAXATTEMPTS`
+/// only from the master or the AOF, or never let `NOW` run ahead of the
+/// server's clock).
+#[test]
+fn worker_user_cannot_expire_another_workers_lease() {
+    // The server's default: clients may not pin the clock on worker commands.
+    let s = Server::start(&["--orca.trust-client-clock", "no"]);
+    let mut admin = s.conn();
+    ok(
+        &mut admin,
+        &args![
+            "ACL",
+            "SETUSER",
+            "worker",
+            "on",
+            ">pw",
+            "resetkeys",
+            "~queue:*",
+            "resetchannels",
+            "-@all",
+            "+orca.pop",
+            "+orca.ack",
+            "+orca.nack",
+            "+orca.extend"
+        ],
+    );
+    ok(
+        &mut admin,
+        &args!["ORCA.ENQUEUE", "queue:x", config("a", None, 0)],
+    );
+    let running = fields(ok(
+        &mut admin,
+        &args!["ORCA.POP", "queue:x", "LEASE", 600_000],
+    ));
+    let key = text(&running, "key");
+    let lease = text(&running, "lease");
+    let mut w = redis::Client::open(format!("redis://worker:pw@127.0.0.1:{}/", s.port))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let now: i64 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let _ = raw(
+        &mut w,
+        &args![
+            "ORCA.POP",
+            "queue:x",
+            "NOW",
+            now + 100_000_000,
+            "MAXATTEMPTS",
+            1
+        ],
+    );
+    // The first worker's lease must still be held.
+    let r = raw(
+        &mut admin,
+        &args![
+            "ORCA.EXTEND",
+            "queue:x",
+            key.as_str(),
+            lease.as_str(),
+            60_000
+        ],
+    );
+    assert!(
+        error_text(&r).is_none(),
+        "a worker-only user expired another worker's lease (and dead-lettered its job): EXTEND -> {r:?}"
+    );
+}
+
+/// BUG (low, latent; found by the `ops` fuzz target): `Queue::tick` does not
+/// check its clock, unlike every other core operation (they return
+/// `TimeOverflow`). With `now` beyond 2^53-1 an expired lease on its last
+/// attempt is buried with `died_at = now`, and the queue fails `check()` (so
+/// it could not be saved and loaded). Not reachable through Redis today:
+/// `ORCA.TICK NOW` is range-checked and the timer uses the server clock.
+#[test]
+fn core_tick_refuses_or_ignores_a_clock_out_of_range() {
+    use orca::core::Policy;
+    let mut q = Queue::new(Order::Lifo);
+    let cfg = config("a", None, 0);
+    q.enqueue(&parse_config(cfg.as_bytes()).unwrap(), cfg.as_bytes(), 1000)
+        .unwrap();
+    let policy = Policy {
+        max_attempts: 1,
+        retry_base: 1000,
+        retry_cap: 60_000,
+    };
+    q.pop_deliveries(1000, 10, 1, &policy).unwrap();
+    q.tick(i64::MAX, &policy);
+    assert!(q.check().is_ok(), "after tick(i64::MAX): {:?}", q.check());
+}
