@@ -6,7 +6,7 @@ MODULE := target/release/liborca.so
 APT_PACKAGES := redis-server libclang1-14 libclang-common-14-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build run test unit-test integration-test lint bench clean
+.PHONY: all deps build run test unit-test integration-test lint bench bench-core clean
 
 all: build
 
@@ -34,9 +34,43 @@ run: build
 test: build
 	cargo test --release
 
+# Benchmarks (never part of `make test`): starts its own redis-server with the
+# module, measures it against Redis's own SET/LPUSH/ZADD, the seed-000 queue as
+# Lua scripts and the client-side lock protocol, at queue depths up to 1M, and
+# writes docs/benchmarks.md and docs/bench-depth.svg. 4-10 minutes, ~2 GB RAM.
+bench: build
+	@command -v python3 >/dev/null || { $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends python3; }
+	python3 benches/run.py
+
+# The criterion benches of the pure core (no Redis), separately from `bench`.
+bench-core: build
+	cargo bench --bench core
+
 lint:
 	cargo fmt --check
 	cargo clippy --release --all-targets -- -D warnings
 
 clean:
 	cargo clean
+
+# Memory safety: the command tests and a short live fuzz run (3000 commands,
+# master and replica) with every redis-server under valgrind memcheck
+# (tests/valgrind-redis.sh, which also makes memcheck track jemalloc's
+# malloc, i.e. the module's allocations). Reports go to $(VALGRIND_DIR); tests/valgrind-report.sh
+# prints every error or definite leak with a module frame and fails on any.
+# Valgrind runs Redis ~20-50x slower: about 2-5 minutes here.
+VALGRIND_DIR ?= /tmp/orca-valgrind
+VALGRIND_FUZZ_COMMANDS ?= 3000
+.PHONY: valgrind
+valgrind: build
+	@command -v valgrind >/dev/null || { $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends valgrind; }
+	rm -rf $(VALGRIND_DIR)
+	@status=0; \
+	export REDIS_SERVER=$(CURDIR)/tests/valgrind-redis.sh ORCA_VALGRIND_DIR=$(VALGRIND_DIR); \
+	cargo test --release --test commands -- --test-threads=1 || status=1; \
+	ORCA_FUZZ_COMMANDS=$(VALGRIND_FUZZ_COMMANDS) ORCA_FUZZ_TIMEOUT_SECS=600 ORCA_FUZZ_BATCH=50 \
+	  cargo test --release --test fuzz_live -- --nocapture || status=1; \
+	tests/valgrind-report.sh $(VALGRIND_DIR) || status=1; \
+	exit $$status

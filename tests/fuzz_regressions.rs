@@ -20,7 +20,9 @@ use orca::core::{parse_config, Order, Queue};
 /// Send one command on a fresh socket; the raw first reply line (without
 /// CRLF), or `None` if the server closed the connection (it died).
 fn raw_line(port: u16, args: &[&[u8]]) -> Option<Vec<u8>> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return None; // nothing listens: the server is gone
+    };
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut out = format!("*{}\r\n", args.len()).into_bytes();
     for a in args {
@@ -377,4 +379,194 @@ fn core_tick_refuses_or_ignores_a_clock_out_of_range() {
     q.pop_deliveries(1000, 10, 1, &policy).unwrap();
     q.tick(i64::MAX, &policy);
     assert!(q.check().is_ok(), "after tick(i64::MAX): {:?}", q.check());
+}
+
+/// BUG (critical; found by the live fuzzer at SHUTDOWN with a replica): the
+/// lease timer writes (and replicates `ORCA.TICK`) while clients are paused
+/// for writes. Redis 7.0 asserts that nothing is propagated during a write
+/// pause (`server.c: '!(areClientsPaused() && ...)' is not true`), so with
+/// AOF on or a replica attached the server crashes whenever a lease or retry
+/// comes due during `CLIENT PAUSE ... WRITE`, `FAILOVER`, or a `SHUTDOWN`
+/// that waits for a lagging replica. Redis's own active expiry stands still
+/// during a pause; the timer must too (and catch up afterwards).
+#[test]
+fn timer_does_not_write_while_clients_are_paused() {
+    let s = Server::start(&["--appendonly", "yes"]);
+    let mut c = s.conn();
+    ok(&mut c, &args!["ORCA.ENQUEUE", "q", config("a", None, 0)]);
+    ok(&mut c, &args!["ORCA.POP", "q", "LEASE", 50]);
+    ok(&mut c, &args!["CLIENT", "PAUSE", 600, "WRITE"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        raw_line(s.port, &[b"PING"]).as_deref(),
+        Some(&b"+PONG"[..]),
+        "the server died while clients were paused; log:\n{}",
+        s.log()
+            .lines()
+            .filter(|l| l.contains("ASSERT") || l.contains("==>"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    // After the pause the expired lease comes back by itself.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let stats = fields(ok(&mut c, &args!["ORCA.STATS", "q"]));
+        let got = (int(&stats, "leased"), int(&stats, "queued"));
+        if got == (0, 1) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the expired lease did not come back after the pause: {stats:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A queue serialized with its sequence counter set to `next_seq` (the
+/// header's bytes 10..18 of `Queue::encode`), holding one running lease
+/// (after `skip` other jobs, so tokens differ between such queues).
+fn queue_with_lease_and_counter(name: &str, next_seq: i64, skip: usize) -> Vec<u8> {
+    use orca::core::Policy;
+    let mut q = Queue::new(Order::Lifo);
+    for i in 0..skip {
+        let cfg = config(&format!("{name}-{i}"), None, 0);
+        q.enqueue(&parse_config(cfg.as_bytes()).unwrap(), cfg.as_bytes(), 900)
+            .unwrap();
+        q.delete(&parse_config(cfg.as_bytes()).unwrap().job_key)
+            .unwrap();
+    }
+    let cfg = config(name, None, 0);
+    q.enqueue(&parse_config(cfg.as_bytes()).unwrap(), cfg.as_bytes(), 1000)
+        .unwrap();
+    let policy = Policy {
+        max_attempts: 5,
+        retry_base: 1000,
+        retry_cap: 60_000,
+    };
+    q.pop_deliveries(1000, 10, 1, &policy).unwrap();
+    let mut b = q.encode();
+    b[10..18].copy_from_slice(&next_seq.to_le_bytes());
+    b
+}
+
+/// BUG (critical; found by the live fuzzer in long mode, a mutated
+/// `ORCA.IMPORT` blob): the loaders accept a sequence counter up to
+/// `SEQ_LOAD_LIMIT`, but a tick takes one more number for every lease or
+/// retry that comes due, without asking. A queue loaded (RESTORE, IMPORT,
+/// RDB) with its counter at the limit and a lease running goes past it when
+/// the lease expires, and from then on its RDB cannot be loaded: `DEBUG
+/// RELOAD` fails ("counters out of range") and a restart aborts ("Short read
+/// or OOM loading DB. Unrecoverable error"). Whatever a loader accepts must
+/// stay loadable after every time-driven change.
+#[test]
+fn loaded_queue_stays_loadable_after_its_leases_expire() {
+    use orca::core::{Policy, SEQ_LOAD_LIMIT};
+    let policy = Policy {
+        max_attempts: 5,
+        retry_base: 1000,
+        retry_cap: 60_000,
+    };
+    for next_seq in [SEQ_LOAD_LIMIT, SEQ_LOAD_LIMIT - 1] {
+        let blob = queue_with_lease_and_counter("a", next_seq, 0);
+        let Ok(mut q) = Queue::decode(&blob) else {
+            continue; // refused: fine
+        };
+        q.tick(1_000_000, &policy); // the lease has expired: requeued
+        assert!(
+            Queue::decode(&q.encode()).is_ok(),
+            "a queue accepted with next_seq {next_seq} cannot be loaded after a tick: {:?}",
+            Queue::decode(&q.encode()).err()
+        );
+    }
+}
+
+/// The same through `ORCA.IMPORT` into a queue that has a lease of its own:
+/// each side leaves room for its own pending leases, the merge must leave
+/// room for both.
+#[test]
+fn imported_queue_stays_loadable_after_its_leases_expire() {
+    use orca::core::{Policy, SEQ_LOAD_LIMIT};
+    let policy = Policy {
+        max_attempts: 5,
+        retry_base: 1000,
+        retry_cap: 60_000,
+    };
+    let mut host = Queue::decode(&queue_with_lease_and_counter("a", 100, 0)).unwrap();
+    let other = Queue::decode(&queue_with_lease_and_counter("b", SEQ_LOAD_LIMIT - 1, 5))
+        .expect("valid on its own: room for its one lease");
+    if host.absorb(other).is_err() {
+        return; // refused: fine
+    }
+    host.tick(1_000_000, &policy); // both leases expire
+    assert!(
+        Queue::decode(&host.encode()).is_ok(),
+        "after IMPORT and a tick the queue cannot be loaded: {:?}",
+        Queue::decode(&host.encode()).err()
+    );
+}
+
+/// Live: a RESTOREd queue with its counter at the limit and a running lease;
+/// the timer expires the lease; the RDB must still load.
+#[test]
+fn restored_queue_with_counter_at_the_limit_survives_a_reload() {
+    use orca::core::SEQ_LOAD_LIMIT;
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let blob = queue_with_lease_and_counter("a", SEQ_LOAD_LIMIT, 0);
+    if error_text(&raw(&mut c, &args!["ORCA.IMPORT", "q", blob])).is_some() {
+        return; // refused: fine
+    }
+    std::thread::sleep(Duration::from_millis(300)); // the timer expires the lease
+    let reload = raw_line(s.port, &[b"DEBUG", b"RELOAD"]);
+    assert_eq!(
+        reload.as_deref(),
+        Some(&b"+OK"[..]),
+        "DEBUG RELOAD after the lease expired; log:\n{}",
+        s.log()
+            .lines()
+            .filter(|l| l.contains("orcaqueue"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// The same timer bug through `SHUTDOWN`: with a replica that lags, Redis
+/// 7.0 pauses writes while `SHUTDOWN` waits for it (no `CLIENT PAUSE`
+/// command is involved); a lease that comes due then makes the timer
+/// propagate and the master dies on the assertion instead of shutting down.
+/// `RedisModule_AvoidReplicaTraffic()` is true during every such pause.
+#[test]
+fn timer_does_not_write_while_shutdown_waits_for_a_replica() {
+    let master = Server::start(&["--appendonly", "yes"]);
+    let replica = master.start_replica(&[], &[]);
+    let mut c = master.conn();
+    ok(&mut c, &args!["ORCA.ENQUEUE", "q", config("a", None, 0)]);
+    ok(&mut c, &args!["ORCA.POP", "q", "LEASE", 200]);
+    // The replica stops answering for a second, so SHUTDOWN has to wait.
+    let rport = replica.port;
+    let sleeper = std::thread::spawn(move || raw_line(rport, &[b"DEBUG", b"SLEEP", b"1.5"]));
+    std::thread::sleep(Duration::from_millis(100));
+    ok(&mut c, &args!["SET", "k", "v"]);
+    let _ = raw_line(master.port, &[b"SHUTDOWN", b"NOSAVE"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let log = loop {
+        let log = master.log();
+        if log.contains("ready to exit") || log.contains("ASSERTION FAILED") {
+            break log;
+        }
+        assert!(std::time::Instant::now() < deadline, "no shutdown:\n{log}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = sleeper.join();
+    assert!(
+        !log.contains("ASSERTION FAILED"),
+        "the master crashed while SHUTDOWN waited for the replica:\n{}",
+        log.lines()
+            .filter(|l| l.contains("ASSERT")
+                || l.contains("==>")
+                || l.contains("Waiting for replicas"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }

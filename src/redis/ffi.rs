@@ -223,3 +223,80 @@ pub fn subscribe_swapdb(ctx: &Context) -> bool {
         None => false,
     }
 }
+
+unsafe extern "C" fn pause_filter(f: *mut raw::RedisModuleCommandFilterCtx) {
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: the filter context Redis passed; arguments are read, not kept.
+        let (Some(count), Some(get)) =
+            (unsafe { raw::RedisModule_CommandFilterArgsCount }, unsafe {
+                raw::RedisModule_CommandFilterArgGet
+            })
+        else {
+            return;
+        };
+        let n = unsafe { count(f) };
+        let arg = |i: i32| -> Vec<u8> {
+            if i >= n {
+                return Vec::new();
+            }
+            let s = unsafe { get(f, i) };
+            if s.is_null() {
+                Vec::new()
+            } else {
+                redis_module::RedisString::string_as_slice(s).to_ascii_uppercase()
+            }
+        };
+        let cmd = arg(0);
+        if cmd == b"CLIENT" {
+            match arg(1).as_slice() {
+                b"PAUSE" => {
+                    let ms = std::str::from_utf8(&arg(2))
+                        .ok()
+                        .and_then(|t| t.parse::<i64>().ok())
+                        .unwrap_or(0);
+                    super::timer::paused_for(ms);
+                }
+                b"UNPAUSE" => super::timer::paused_for(0),
+                _ => {}
+            }
+        } else if cmd == b"SHUTDOWN" {
+            // A master waiting for its replicas before shutting down pauses
+            // writes (up to shutdown-timeout); ABORT cancels the shutdown.
+            let abort = (1..n).any(|i| arg(i) == b"ABORT");
+            super::timer::paused_for(if abort { 0 } else { i64::MAX / 4 });
+        } else if cmd == b"FAILOVER" {
+            // FAILOVER pauses writes while it hands over (until done or its
+            // TIMEOUT); the server then is a replica and its timer idles.
+            let mut ms = 60_000;
+            for i in 1..n {
+                if arg(i) == b"TIMEOUT" {
+                    if let Some(t) = std::str::from_utf8(&arg(i + 1))
+                        .ok()
+                        .and_then(|t| t.parse().ok())
+                    {
+                        ms = t;
+                    }
+                }
+            }
+            super::timer::paused_for(ms);
+        }
+    });
+}
+
+/// Watch for CLIENT PAUSE / UNPAUSE / FAILOVER / SHUTDOWN: while writes are paused the
+/// timer must not change (and replicate) anything, or Redis 7.0 asserts in
+/// its propagation code. Redis 7.0 gives modules no other way to know.
+pub fn watch_pauses(ctx: &Context) -> bool {
+    // SAFETY: valid load-time context; a plain C callback.
+    match unsafe { raw::RedisModule_RegisterCommandFilter } {
+        Some(f) => unsafe {
+            !f(
+                ctx.ctx,
+                Some(pause_filter),
+                raw::REDISMODULE_CMDFILTER_NOSELF as i32,
+            )
+            .is_null()
+        },
+        None => false,
+    }
+}

@@ -71,6 +71,9 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> redis_module::Status {
     ctx.set_module_options(redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS);
     timer::start(ctx);
     ffi::register_info(ctx);
+    if !ffi::watch_pauses(ctx) {
+        ctx.log_warning("orca: could not watch CLIENT PAUSE (lease timer may run during pauses)");
+    }
     if !ffi::subscribe_swapdb(ctx) {
         ctx.log_warning("orca: could not subscribe to SWAPDB events");
     }

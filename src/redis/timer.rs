@@ -19,6 +19,25 @@ use super::ffi::{now_ms, select_db, selected_db, signal_ready};
 use super::settings;
 use crate::core::{Queue, TickReport};
 
+thread_local! {
+    /// Writes are paused (CLIENT PAUSE, FAILOVER) until this time (ms).
+    static PAUSED_UNTIL: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
+}
+
+/// Redis lifts an expired pause only on its next cron run (`hz`), so the
+/// timer keeps off for this long after the pause's nominal end.
+const PAUSE_SLACK_MS: i64 = 1_000;
+
+/// Writes are paused for `ms` from now (0: unpaused).
+pub fn paused_for(ms: i64) {
+    let until = if ms <= 0 {
+        0
+    } else {
+        now_ms().saturating_add(ms).saturating_add(PAUSE_SLACK_MS)
+    };
+    PAUSED_UNTIL.with(|p| p.set(until));
+}
+
 /// How often the timer looks for due work (ms).
 pub const TIMER_PERIOD_MS: u64 = 50;
 
@@ -106,7 +125,8 @@ pub fn publish(ctx: &Context, key: &RedisString, r: &TickReport) {
 
 fn fire(ctx: &Context, _: ()) {
     let flags = ctx.get_flags();
-    if flags.contains(ContextFlags::MASTER) && !flags.contains(ContextFlags::LOADING) {
+    let paused = PAUSED_UNTIL.with(|p| p.get()) > now_ms();
+    if flags.contains(ContextFlags::MASTER) && !flags.contains(ContextFlags::LOADING) && !paused {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tick_due(ctx)));
     }
     start(ctx);
