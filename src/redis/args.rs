@@ -82,6 +82,22 @@ impl<'a> Options<'a> {
     }
 }
 
+/// `LIMIT n` of a listing: 0..=`orca.max-pop-count`, default 100 (or the
+/// maximum if lower).
+pub fn page_limit(opts: &Options) -> Result<usize, RedisError> {
+    let max = super::settings::max_pop_count();
+    match opts.get("LIMIT") {
+        None => Ok(100.min(max) as usize),
+        Some(v) => {
+            let n = parse_int(v, "LIMIT")?;
+            if !(0..=max).contains(&n) {
+                return Err(err(format!("LIMIT must be between 0 and {max}")));
+            }
+            Ok(n as usize)
+        }
+    }
+}
+
 /// A short, printable rendering of client bytes for error messages.
 pub fn printable(arg: &RedisString) -> String {
     let s: String = String::from_utf8_lossy(arg.as_slice())

@@ -50,17 +50,7 @@ pub fn list(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
             n as usize
         }
     };
-    let max = settings::max_pop_count();
-    let limit = match opts.get("LIMIT") {
-        None => 100.min(max),
-        Some(v) => {
-            let n = parse_int(v, "LIMIT")?;
-            if !(0..=max).contains(&n) {
-                return Err(err(format!("LIMIT must be between 0 and {max}")));
-            }
-            n
-        }
-    } as usize;
+    let limit = super::args::page_limit(&opts)?;
     let page = read_queue(ctx, &args[1], |q| {
         let f = filter.as_ref().map(|(a, b)| (a.as_str(), b.as_str()));
         Ok(q.list(offset, limit, f)

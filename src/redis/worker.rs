@@ -351,17 +351,7 @@ pub fn dead(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     if is_kw(&args[2], "LIST") {
         let opts = Options::parse(&args[3..], &["OFFSET", "LIMIT"])?;
         let offset = opts.ms("OFFSET")?.unwrap_or(0) as usize;
-        let max = settings::max_pop_count();
-        let limit = match opts.get("LIMIT") {
-            None => 100.min(max),
-            Some(v) => {
-                let n = parse_int(v, "LIMIT")?;
-                if !(0..=max).contains(&n) {
-                    return Err(err(format!("LIMIT must be between 0 and {max}")));
-                }
-                n
-            }
-        } as usize;
+        let limit = super::args::page_limit(&opts)?;
         let list = read_queue(ctx, name, |q| {
             Ok(q.dead_list(offset, limit)
                 .into_iter()
