@@ -381,6 +381,17 @@ impl Queue {
                 return Err(corrupt("imported collation already in the queue"));
             }
         }
+        // The merged counters must leave room for every pending lease and
+        // retry (each tick requeue or burial takes a number), as a loaded
+        // queue's do, so the result can always be saved and loaded again.
+        let merged_next = self.next_seq.max(other.next_seq);
+        let pending = self.work.leases.len()
+            + self.work.delayed.len()
+            + other.work.leases.len()
+            + other.work.delayed.len();
+        if merged_next.saturating_add(pending as i64) > SEQ_LOAD_LIMIT {
+            return Err(corrupt("counters out of range"));
+        }
         // Nonces are unique in the whole queue (invariant 4): O(n) here.
         // Imports are rare (loading an AOF written without RDB preamble
         // applies one per batch of 512 units, so that load is quadratic in
