@@ -586,6 +586,9 @@ fn aof_import_blobs(dir: &std::path::Path) -> Vec<Vec<u8>> {
 // Commands in flight and reply inspection
 // ---------------------------------------------------------------------------
 
+/// A wrapped command (inside MULTI/EXEC or EVAL) and the queue it names.
+type Inner = (Vec<Vec<u8>>, Option<Vec<u8>>);
+
 /// One command on the wire, with what is needed to read its reply.
 struct Sent {
     args: Vec<Vec<u8>>,
@@ -593,7 +596,7 @@ struct Sent {
     queue: Option<Vec<u8>>,
     /// For `EXEC`: the queued commands (their replies are its array); for
     /// `EVAL`: the wrapped command.
-    inner: Vec<(Vec<Vec<u8>>, Option<Vec<u8>>)>,
+    inner: Vec<Inner>,
 }
 
 impl Sent {
@@ -848,8 +851,8 @@ impl Fuzz {
         if self.pct(30) {
             push_bounded(&mut self.keys, okey.into_bytes(), 512, &mut self.rng);
         }
-        match self.below(10) {
-            0..=5 => {
+        if self.pct(60) {
+            {
                 let kind = match self.below(20) {
                     0..=9 => "\"user\"".to_string(),
                     10..=17 => "\"team\"".to_string(),
@@ -875,7 +878,6 @@ impl Fuzz {
                     _ => fields.push(format!("\"collation\":{{\"type\":{kind},\"id\":{id}}}")),
                 }
             }
-            _ => {}
         }
         if self.pct(60) {
             let p = match self.below(24) {
@@ -2022,7 +2024,7 @@ fn check_sweep(f: &mut Fuzz, con: &mut Wire) -> usize {
                     "check",
                     format!(
                         "ORCA.CHECK {} in db {db}: {v:?}\n  last commands on the key:\n    {hist}",
-                        show_args(&[k.clone()])
+                        show_args(std::slice::from_ref(&k))
                     ),
                 );
                 con.call(&args!["DEL", k]);
@@ -2220,7 +2222,7 @@ fn fuzz_live_server() {
         while batch.len() < batch_size {
             f.step(&mut batch);
         }
-        if batch_no % 7 == 0 {
+        if batch_no.is_multiple_of(7) {
             // Keep the other-type keys around.
             batch.push(Sent::new(args!["SET", "str", "v"]));
             batch.push(Sent::new(args!["RPUSH", "list", "a"]));
@@ -2292,7 +2294,7 @@ fn fuzz_live_server() {
         );
         f.counts.commands += 1;
 
-        if batch_no % sweep_every == 0 {
+        if batch_no.is_multiple_of(sweep_every) {
             check_sweep(&mut f, &mut con);
         }
         if batch_no % rewrite_every == rewrite_every / 2 {
@@ -2382,7 +2384,7 @@ fn fuzz_live_server() {
                     if con.call(&dv) != rcon.call(&dv) && keys.len() < 3 {
                         keys.push(format!(
                             "{} (db {db}); last commands on it:\n    {}",
-                            show_args(&[k.clone()]),
+                            show_args(std::slice::from_ref(&k)),
                             f.history_of(&k)
                         ));
                     }

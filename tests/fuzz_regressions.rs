@@ -570,3 +570,47 @@ fn timer_does_not_write_while_shutdown_waits_for_a_replica() {
             .join("\n")
     );
 }
+
+/// The timer/pause bug through SIGTERM (`systemctl stop`, `docker stop`):
+/// Redis 7.0 pauses writes while a SIGTERM shutdown waits for a lagging
+/// replica, and no command passes a command filter then, so the timer must
+/// learn about the pause another way (`RedisModule_AvoidReplicaTraffic()`).
+#[test]
+fn timer_does_not_write_while_a_sigterm_shutdown_waits_for_a_replica() {
+    let master = Server::start(&["--appendonly", "yes"]);
+    let replica = master.start_replica(&[], &[]);
+    let mut c = master.conn();
+    ok(&mut c, &args!["ORCA.ENQUEUE", "q", config("a", None, 0)]);
+    ok(&mut c, &args!["ORCA.POP", "q", "LEASE", 200]);
+    let rport = replica.port;
+    let sleeper = std::thread::spawn(move || raw_line(rport, &[b"DEBUG", b"SLEEP", b"1.5"]));
+    std::thread::sleep(Duration::from_millis(100));
+    ok(&mut c, &args!["SET", "k", "v"]);
+    let pid = master.pid().expect("master pid");
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let log = loop {
+        let log = master.log();
+        if log.contains("ready to exit") || log.contains("ASSERTION FAILED") {
+            break log;
+        }
+        assert!(std::time::Instant::now() < deadline, "no shutdown:\n{log}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = sleeper.join();
+    assert!(
+        !log.contains("ASSERTION FAILED"),
+        "the master crashed while a SIGTERM shutdown waited for the replica:\n{}",
+        log.lines()
+            .filter(|l| l.contains("ASSERT")
+                || l.contains("==>")
+                || l.contains("Waiting for replicas")
+                || l.contains("SIGTERM"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}

@@ -2222,7 +2222,7 @@ fn trust_client_clock_is_off_by_default() {
     let s = Server::start(&["--orca.trust-client-clock", "no"]);
     let mut c = s.conn();
     let cfg = ok(&mut c, &args!["CONFIG", "GET", "orca.trust-client-clock"]);
-    assert_eq!(format!("{cfg:?}").contains("no"), true, "{cfg:?}");
+    assert!(format!("{cfg:?}").contains("no"), "{cfg:?}");
     ok(&mut c, &args!["ORCA.ENQUEUE", "q", r#"{"key":"a"}"#]);
     // Worker commands refuse a client's pinned clock and dead-letter threshold...
     for a in [

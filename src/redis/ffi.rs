@@ -300,3 +300,36 @@ pub fn watch_pauses(ctx: &Context) -> bool {
         None => false,
     }
 }
+
+/// Is a shutdown waiting for replicas (writes paused)? Redis 7.0 shows
+/// `shutdown_in_milliseconds` in INFO server only then; this also covers a
+/// shutdown started by SIGTERM, which no command filter sees.
+pub fn shutdown_pending(ctx: &Context) -> bool {
+    // SAFETY: valid context; the info data is freed before returning and
+    // the field pointer is only tested for NULL.
+    unsafe {
+        let (Some(get), Some(field), Some(free)) = (
+            raw::RedisModule_GetServerInfo,
+            raw::RedisModule_ServerInfoGetFieldC,
+            raw::RedisModule_FreeServerInfo,
+        ) else {
+            return false;
+        };
+        let data = get(ctx.ctx, c"server".as_ptr());
+        if data.is_null() {
+            return false;
+        }
+        let pending = !field(data, c"shutdown_in_milliseconds".as_ptr()).is_null();
+        free(ctx.ctx, data);
+        pending
+    }
+}
+
+/// True while Redis wants no replication traffic (writes paused).
+pub fn avoid_replica_traffic() -> bool {
+    // SAFETY: a plain call of an API function set at module load.
+    match unsafe { raw::RedisModule_AvoidReplicaTraffic } {
+        Some(f) => unsafe { f() != 0 },
+        None => false,
+    }
+}

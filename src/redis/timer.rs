@@ -125,7 +125,10 @@ pub fn publish(ctx: &Context, key: &RedisString, r: &TickReport) {
 
 fn fire(ctx: &Context, _: ()) {
     let flags = ctx.get_flags();
-    let paused = PAUSED_UNTIL.with(|p| p.get()) > now_ms();
+    // Writes paused (CLIENT PAUSE, FAILOVER, a shutdown waiting for
+    // replicas): Redis says so through AvoidReplicaTraffic; the command
+    // filter's record backs it up.
+    let paused = PAUSED_UNTIL.with(|p| p.get()) > now_ms() || super::ffi::avoid_replica_traffic();
     if flags.contains(ContextFlags::MASTER) && !flags.contains(ContextFlags::LOADING) && !paused {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tick_due(ctx)));
     }
@@ -142,6 +145,11 @@ fn tick_due(ctx: &Context) {
             .collect()
     });
     if due.is_empty() {
+        return;
+    }
+    // Only when there is work: a shutdown waiting for replicas pauses
+    // writes, and Redis 7.0 aborts if anything is replicated then.
+    if super::ffi::shutdown_pending(ctx) {
         return;
     }
     let max_attempts = settings::max_attempts();

@@ -461,7 +461,7 @@ impl Ops {
             }
             6 => {
                 let k = self.key(inp);
-                let how = if inp.u8() % 2 == 0 {
+                let how = if inp.u8().is_multiple_of(2) {
                     Move::Release
                 } else {
                     Move::Delay { buffer: inp.time() }
@@ -498,7 +498,7 @@ impl Ops {
             }
             11 => {
                 let (k, t) = self.lease(inp);
-                let result = if inp.u8() % 2 == 0 {
+                let result = if inp.u8().is_multiple_of(2) {
                     Some(&b"{}"[..])
                 } else {
                     None
@@ -546,7 +546,7 @@ impl Ops {
             }
             17 => {
                 let k = self.key(inp);
-                if inp.u8() % 3 == 0 {
+                if inp.u8().is_multiple_of(3) {
                     self.q.dead_purge();
                     must_check(&self.q, "dead purge");
                 } else {
@@ -584,7 +584,7 @@ impl Ops {
 
 pub fn ops(data: &[u8]) {
     let mut inp = Input::new(data);
-    let order = if inp.u8() % 2 == 0 {
+    let order = if inp.u8().is_multiple_of(2) {
         Order::Lifo
     } else {
         Order::Fifo

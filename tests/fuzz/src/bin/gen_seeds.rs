@@ -21,8 +21,16 @@ impl Rng {
 }
 
 fn queue(rng: &mut Rng, steps: u64) -> Queue {
-    let mut q = Queue::new(if rng.below(2) == 0 { Order::Lifo } else { Order::Fifo });
-    let policy = Policy { max_attempts: 2, retry_base: 1000, retry_cap: 60_000 };
+    let mut q = Queue::new(if rng.below(2) == 0 {
+        Order::Lifo
+    } else {
+        Order::Fifo
+    });
+    let policy = Policy {
+        max_attempts: 2,
+        retry_base: 1000,
+        retry_cap: 60_000,
+    };
     let mut now = 1_700_000_000_000i64;
     let mut leases = Vec::new();
     for _ in 0..steps {
@@ -32,8 +40,14 @@ fn queue(rng: &mut Rng, steps: u64) -> Queue {
                 let name = format!("j{}", rng.below(24));
                 let coll = match rng.below(3) {
                     0 => String::new(),
-                    1 => format!(",\"collation\":{{\"type\":\"user\",\"id\":\"{}\"}}", rng.below(3)),
-                    _ => format!(",\"collation\":{{\"type\":\"team\",\"id\":{}}}", rng.below(3)),
+                    1 => format!(
+                        ",\"collation\":{{\"type\":\"user\",\"id\":\"{}\"}}",
+                        rng.below(3)
+                    ),
+                    _ => format!(
+                        ",\"collation\":{{\"type\":\"team\",\"id\":{}}}",
+                        rng.below(3)
+                    ),
                 };
                 let json = format!(
                     "{{\"key\":\"{name}\",\"response_url\":\"u\"{coll},\"priority\":{},\"metadata_table\":{{\"course\":\"cs2500\"}}}}",
@@ -49,7 +63,10 @@ fn queue(rng: &mut Rng, steps: u64) -> Queue {
             5 | 6 => {
                 let lease = if rng.below(4) == 0 { 0 } else { 30_000 };
                 if let Ok((ds, _)) = q.pop_deliveries(now, lease, 2, &policy) {
-                    leases.extend(ds.iter().filter_map(|d| d.lease.map(|(t, _)| (d.job.key, t))));
+                    leases.extend(
+                        ds.iter()
+                            .filter_map(|d| d.lease.map(|(t, _)| (d.job.key, t))),
+                    );
                 }
             }
             7 if !leases.is_empty() => {
@@ -62,7 +79,11 @@ fn queue(rng: &mut Rng, steps: u64) -> Queue {
             }
             _ => {
                 if let Some(k) = q.pop_order().first().copied() {
-                    let how = if rng.below(2) == 0 { Move::Release } else { Move::Delay { buffer: 100 } };
+                    let how = if rng.below(2) == 0 {
+                        Move::Release
+                    } else {
+                        Move::Delay { buffer: 100 }
+                    };
                     let _ = q.move_job(&k, how, now);
                 }
                 if let Some(k) = q.pop_order().last().copied() {
@@ -101,7 +122,11 @@ fn main() {
         let q = queue(&mut rng, 2 + i * 3);
         fs::write(root.join("codec").join(format!("seed-{i}")), q.encode()).expect("write");
     }
-    fs::write(root.join("codec").join("seed-empty"), Queue::new(Order::Lifo).encode()).expect("write");
+    fs::write(
+        root.join("codec").join("seed-empty"),
+        Queue::new(Order::Lifo).encode(),
+    )
+    .expect("write");
     for i in 0..8 {
         let n = 32 + rng.below(400) as usize;
         let b: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
