@@ -21,6 +21,9 @@
 //!
 //! Core bugs this suite found are kept as `regression_*` tests at the end.
 
+mod props;
+use props::{seeds, steps, Rng};
+
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
@@ -35,42 +38,6 @@ use orca::core::{
 // ---------------------------------------------------------------------------
 // PRNG and run parameters
 // ---------------------------------------------------------------------------
-
-/// xorshift64* (Vigna), seeded through splitmix64 so small seeds are fine.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        Rng(if z == 0 { 1 } else { z })
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-
-    /// Uniform in `lo..=hi`.
-    fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + self.below((hi - lo + 1) as u64) as i64
-    }
-
-    fn pct(&mut self, p: u64) -> bool {
-        self.below(100) < p
-    }
-}
 
 const DEFAULT_SEEDS: [u64; 20] = [
     1,
@@ -94,28 +61,6 @@ const DEFAULT_SEEDS: [u64; 20] = [
     0xFFFF_FFFF_FFFF_FFFF,
     0x0123_4567_89AB_CDEF,
 ];
-
-fn seeds() -> Vec<u64> {
-    match std::env::var("ORCA_PROP_SEED") {
-        Ok(s) => {
-            let s = s.trim();
-            let v = if let Some(hex) = s.strip_prefix("0x") {
-                u64::from_str_radix(hex, 16)
-            } else {
-                s.parse()
-            };
-            vec![v.expect("ORCA_PROP_SEED must be a u64 (decimal or 0x-hex)")]
-        }
-        Err(_) => DEFAULT_SEEDS.to_vec(),
-    }
-}
-
-fn steps() -> usize {
-    std::env::var("ORCA_PROP_STEPS")
-        .ok()
-        .map(|s| s.trim().parse().expect("ORCA_PROP_STEPS must be a number"))
-        .unwrap_or(3000)
-}
 
 // ---------------------------------------------------------------------------
 // Job names: readable names for job keys in failure messages
@@ -1239,8 +1184,8 @@ fn run_sequence(seed: u64, order: Order, steps: usize, stats: &mut Stats) {
 
 fn run_all(order: Order) {
     let start = Instant::now();
-    let steps = steps();
-    let seeds = seeds();
+    let steps = steps(3000);
+    let seeds = seeds(&DEFAULT_SEEDS);
     let mut stats = Stats::default();
     for &seed in &seeds {
         run_sequence(seed, order, steps, &mut stats);
@@ -2215,7 +2160,7 @@ fn decode_fuzz() {
     }
     let mut accepted = 0usize;
     let mut rejected = 0usize;
-    let fuzz_seeds: Vec<u64> = seeds().into_iter().take(3).collect();
+    let fuzz_seeds: Vec<u64> = seeds(&DEFAULT_SEEDS).into_iter().take(3).collect();
     for &seed in &fuzz_seeds {
         let mut rng = Rng::new(seed ^ 0xF022);
         for (name, base) in &bases {
