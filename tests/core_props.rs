@@ -480,7 +480,14 @@ impl Model {
 // Operations of the random sequences
 // ---------------------------------------------------------------------------
 
-const COLLS: [&str; 4] = ["user.1", "team.7", "user.2", "user.42"];
+// Short names are packed into the collation record, longer ones (ids over
+// 15 bytes) kept aside (src/core/names.rs): both kinds are exercised.
+const COLLS: [&str; 4] = [
+    "user.1",
+    "team.7",
+    "user.123456789012345",
+    "team.a-long-team-name-over-15-bytes",
+];
 const POOL: usize = 80;
 
 #[derive(Clone, Debug)]
@@ -566,7 +573,7 @@ fn pool_cfg(
         None => String::new(),
         Some(c) => {
             let (kind, id) = c.split_once('.').unwrap();
-            if kind == "team" {
+            if kind == "team" && id.bytes().all(|b| b.is_ascii_digit()) {
                 // Integer ids are accepted and stringified.
                 format!(",\"collation\":{{\"type\":\"team\",\"id\":{id}}}")
             } else {

@@ -5,7 +5,8 @@
 use std::collections::{HashMap, HashSet};
 
 use super::config::valid_collation_name;
-use super::queue::{Owner, Place, Queue};
+use super::queue::{Queue, COLLATED, IMMEDIATE, OWNED_BY_COLLATION};
+use super::slab::NIL;
 use super::MAX_TIME;
 
 impl Queue {
@@ -14,12 +15,15 @@ impl Queue {
         self.index.check_structure()?;
 
         // Every reservation in the global order belongs to exactly one owner
-        // that knows it, with the same nonce.
-        let mut per_collation: HashMap<&str, usize> = HashMap::new();
+        // that knows it; nonces are unique and in range.
+        let mut per_collation: HashMap<u32, usize> = HashMap::new();
         let mut all_nonces: HashSet<u64> = HashSet::with_capacity(self.index.len());
-        for (rk, res) in self.index.iter() {
-            if !all_nonces.insert(res.nonce) {
-                return Err(format!("nonce {} used twice (invariant 4)", res.nonce));
+        let mut singles = 0usize;
+        for n in self.index.iter() {
+            let rk = self.rk(n);
+            let nonce = self.nonce_of(n);
+            if !all_nonces.insert(nonce) {
+                return Err(format!("nonce {nonce} used twice (invariant 4)"));
             }
             if !(0..=MAX_TIME).contains(&rk.score) {
                 return Err(format!("reservation score {} out of range", rk.score));
@@ -27,112 +31,153 @@ impl Queue {
             if rk.tie >= self.next_seq || rk.tie < self.front_tie || rk.tie == 0 {
                 return Err("reservation tie outside the allocated range".into());
             }
-            if res.nonce == 0 || res.nonce >= self.next_seq as u64 {
+            if nonce == 0 || nonce >= self.next_seq as u64 {
                 return Err("nonce outside the allocated range".into());
             }
-            match &res.owner {
-                Owner::Single(key) => {
-                    let job = self
-                        .jobs
-                        .get(key)
-                        .ok_or("a reservation belongs to no job (invariant 3)")?;
-                    match job.place {
-                        Place::Single { res: r, nonce, .. } if r == *rk && nonce == res.nonce => {}
-                        _ => return Err("a job does not hold its own reservation".into()),
-                    }
+            let owner = self.index.val(n);
+            if owner & OWNED_BY_COLLATION == 0 {
+                let job = self
+                    .jobs
+                    .get(owner)
+                    .ok_or("a reservation belongs to no job (invariant 3)")?;
+                if job.collated() || job.link != n {
+                    return Err("a job does not hold its own reservation".into());
                 }
-                Owner::Collation(name) => {
-                    let coll = self
-                        .collations
-                        .get(name)
-                        .ok_or("a reservation belongs to an unknown collation")?;
-                    if coll.res.get(rk) != Some(&res.nonce) {
-                        return Err(format!(
-                            "collation {name} does not know its reservation (or its nonce)"
-                        ));
-                    }
-                    *per_collation.entry(name).or_insert(0) += 1;
+                let aux = self.index.aux(n);
+                if aux & !IMMEDIATE != 0 || (rk.tie < 0 && aux & IMMEDIATE == 0) {
+                    return Err("a single reservation has bad flags".into());
                 }
+                singles += 1;
+            } else {
+                let c = owner & !OWNED_BY_COLLATION;
+                if self.colls.get(c).is_none_or(|c| c.len == 0) {
+                    return Err("a reservation belongs to an unknown collation".into());
+                }
+                if rk.tie < 0 {
+                    return Err("a collation holds a front reservation".into());
+                }
+                *per_collation.entry(c).or_insert(0) += 1;
+            }
+        }
+        for (n, nonce) in &self.nonces {
+            if !self.index.is_live(*n) || *nonce == self.rk(*n).tie as u64 {
+                return Err("a kept nonce is stale or redundant".into());
             }
         }
 
-        // Collations: stack and reservations pair one to one; nonces unique;
+        // Jobs: found by their key, naming live collations; the refs of
+        // each collation add up.
+        let mut refs: HashMap<u32, u32> = HashMap::new();
+        let mut collated = 0usize;
+        let mut payload = 0usize;
+        for (j, job) in self.jobs.iter() {
+            if self.job_id(&job.key) != Some(j) {
+                return Err("a job cannot be found by its key".into());
+            }
+            payload += job.payload.len();
+            if let Some(c) = job.coll_id() {
+                if self.colls.get(c).is_none() {
+                    return Err("a job names a missing collation".into());
+                }
+                *refs.entry(c).or_insert(0) += 1;
+            }
+            if job.collated() {
+                collated += 1;
+            } else if !self.index.is_live(job.link) || self.index.val(job.link) != j {
+                return Err("a job's reservation is not in the order".into());
+            }
+        }
+        if self.by_key.len() != self.jobs.len() {
+            return Err("the key table and the jobs disagree".into());
+        }
+        if self
+            .attempts
+            .iter()
+            .any(|(j, a)| *a == 0 || self.jobs.get(*j).is_none())
+        {
+            return Err("attempts kept for a missing job".into());
+        }
+
+        // Collations: stack and reservations pair one to one, in key order;
         // every reservation of the collation is in the global order.
-        let mut stacked: HashSet<[u8; 32]> = HashSet::new();
-        let mut singles = 0usize;
-        for (name, coll) in &self.collations {
+        let mut stacked = 0usize;
+        let mut active = 0usize;
+        for (c, coll) in self.colls.iter() {
+            let name = &*self.name_of(c);
+            if coll.name.is_long() != self.long_names.contains_key(&c)
+                || super::names::PackedName::pack(name).is_some_and(|p| p != coll.name)
+            {
+                return Err(format!("collation {name:?} is stored in the wrong form"));
+            }
             if !valid_collation_name(name) {
                 return Err(format!("invalid collation name {name:?}"));
             }
-            if coll.stack.is_empty() {
-                return Err(format!("collation {name} is empty but still present"));
+            if self.coll_id(name) != Some(c) {
+                return Err(format!("collation {name} cannot be found by its name"));
             }
-            if coll.stack.len() != coll.res.len() {
+            if refs.get(&c).copied().unwrap_or(0) != coll.refs.get() {
+                return Err(format!("collation {name} counts its jobs wrong"));
+            }
+            let len = coll.len as usize;
+            if len > 0 {
+                active += 1;
+            }
+            if per_collation.get(&c).copied().unwrap_or(0) != len {
                 return Err(format!(
-                    "collation {name} has {} jobs but {} reservations (invariant 5)",
-                    coll.stack.len(),
-                    coll.res.len()
+                    "collation {name} has {len} jobs but other reservations (invariant 5)"
                 ));
             }
-            if per_collation.get(&**name).copied().unwrap_or(0) != coll.res.len() {
-                return Err(format!(
-                    "collation {name} has reservations missing from the global order"
-                ));
-            }
-            let mut nonces = HashSet::new();
-            for nonce in coll.res.values() {
-                if !nonces.insert(*nonce) {
-                    return Err(format!(
-                        "collation {name} reuses nonce {nonce} (invariant 4)"
-                    ));
-                }
-            }
-            for key in &coll.stack {
-                if !stacked.insert(*key) {
-                    return Err("a job key appears twice in collation stacks (invariant 2)".into());
-                }
+            let (mut j, mut last, mut k) = (coll.head, NIL, 0usize);
+            while j != NIL && k <= len {
                 let job = self
                     .jobs
-                    .get(key)
+                    .get(j)
                     .ok_or("a collation stack names a missing job (invariant 1)")?;
-                if job.place != Place::Collated || job.collation.as_deref() != Some(&**name) {
+                if job.coll != c | COLLATED {
                     return Err(format!(
                         "a job in collation {name}'s stack does not say it is there"
                     ));
                 }
+                last = j;
+                j = job.link;
+                k += 1;
             }
-        }
-
-        // Every job owns exactly one reservation.
-        for (key, job) in &self.jobs {
-            match job.place {
-                Place::Single { res, .. } => {
-                    singles += 1;
-                    match self.index.get(&res) {
-                        Some(r) if r.owner == Owner::Single(*key) => {}
-                        _ => return Err("a job's reservation is not in the order".into()),
-                    }
-                }
-                Place::Collated => {
-                    if !stacked.contains(key) {
-                        return Err("a collated job is in no collation stack".into());
-                    }
-                }
+            if k != len || j != NIL || coll.tail != last {
+                return Err(format!("collation {name}'s stack is malformed"));
             }
+            let (mut n, mut last, mut k) = (coll.rhead, NIL, 0usize);
+            while n != NIL && k <= len {
+                if !self.index.is_live(n) || self.index.val(n) != c | OWNED_BY_COLLATION {
+                    return Err(format!("collation {name} lists a reservation not its own"));
+                }
+                if last != NIL && self.rk(last) >= self.rk(n) {
+                    return Err(format!("collation {name}'s reservations are out of order"));
+                }
+                last = n;
+                n = self.index.aux(n);
+                k += 1;
+            }
+            if k != len || n != NIL || coll.rtail != last {
+                return Err(format!("collation {name}'s reservations are malformed"));
+            }
+            stacked += len;
         }
-        if singles + stacked.len() != self.jobs.len() {
-            return Err("job count does not match stacks and reservations".into());
+        if self.by_name.len() != self.colls.len()
+            || active != self.active
+            || self.long_names.keys().any(|c| self.colls.get(*c).is_none())
+        {
+            return Err("the collation table and the collations disagree".into());
         }
-        let reservations: usize =
-            singles + self.collations.values().map(|c| c.res.len()).sum::<usize>();
-        if reservations != self.index.len() {
+        if stacked != collated {
+            return Err("a collated job is in no collation stack (invariant 2)".into());
+        }
+        if singles + collated != self.jobs.len() || singles + stacked != self.index.len() {
             return Err(format!(
                 "{} reservations in the order for {} jobs",
                 self.index.len(),
-                reservations
+                self.jobs.len()
             ));
         }
-        let payload: usize = self.jobs.values().map(|j| j.payload.len()).sum();
         if payload != self.payload_bytes {
             return Err("payload accounting is off".into());
         }

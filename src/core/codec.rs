@@ -16,7 +16,7 @@ use std::rc::Rc;
 
 use super::config::{valid_collation_name, JobKey};
 use super::error::QueueError;
-use super::queue::{Collation, Job, Order, Owner, Place, Queue, Res, ResKey};
+use super::queue::{LoadedJob, Order, Queue, ResKey, IMMEDIATE};
 use super::worker::{Dead, DeathCause, Delayed, Lease, Parked, StoredResult};
 use super::{MAX_TIME, SEQ_LOAD_LIMIT};
 
@@ -69,11 +69,11 @@ impl Writer {
         }
         self.bytes(&p.payload);
     }
-    fn job(&mut self, key: &JobKey, job: &Job) {
+    fn job(&mut self, key: &JobKey, created_at: i64, attempts: u32, payload: &[u8]) {
         self.0.extend_from_slice(key);
-        self.i64(job.created_at);
-        self.u32(job.attempts);
-        self.bytes(&job.payload);
+        self.i64(created_at);
+        self.u32(attempts);
+        self.bytes(payload);
     }
 }
 
@@ -209,11 +209,8 @@ impl Queue {
 
     /// Number of units `for_each_unit` produces.
     pub fn unit_count(&self) -> usize {
-        self.jobs
-            .values()
-            .filter(|j| matches!(j.place, Place::Single { .. }))
-            .count()
-            + self.collations.len()
+        (self.len() - self.stacked_jobs())
+            + self.active
             + self.work.leases.len()
             + self.work.delayed.len()
             + self.work.dead.len()
@@ -224,24 +221,13 @@ impl Queue {
     /// Call `f` with each encoded unit, in canonical order.
     pub fn for_each_unit(&self, mut f: impl FnMut(&[u8])) {
         let mut w = Writer(Vec::new());
-        for (rk, res) in self.index.iter() {
-            let Owner::Single(key) = &res.owner else {
-                continue;
-            };
-            let Some(job) = self.jobs.get(key) else {
-                continue;
-            };
-            let immediate = matches!(
-                job.place,
-                Place::Single {
-                    immediate: true,
-                    ..
-                }
-            );
+        for (j, n) in self.singles() {
+            let job = &self.jobs[j];
+            let rk = self.rk(n);
             w.0.clear();
             w.u8(UNIT_SINGLE);
-            w.job(key, job);
-            match &job.collation {
+            w.job(&job.key, job.created_at, self.job_attempts(j), &job.payload);
+            match self.coll_name(job) {
                 Some(c) => {
                     w.u8(1);
                     w.bytes(c.as_bytes());
@@ -250,27 +236,25 @@ impl Queue {
             }
             w.i64(rk.score);
             w.i64(rk.tie);
-            w.u64(res.nonce);
-            w.u8(immediate as u8);
+            w.u64(self.nonce_of(n));
+            w.u8((self.index.aux(n) & IMMEDIATE != 0) as u8);
             f(&w.0);
         }
-        let mut names: Vec<&Rc<str>> = self.collations.keys().collect();
-        names.sort();
-        for name in names {
-            let coll = &self.collations[name];
+        for c in self.collations_by_name() {
+            let coll = &self.colls[c];
             w.0.clear();
             w.u8(UNIT_COLLATION);
-            w.bytes(name.as_bytes());
-            w.u64(coll.stack.len() as u64);
-            for key in &coll.stack {
-                if let Some(job) = self.jobs.get(key) {
-                    w.job(key, job);
-                }
+            w.bytes(self.name_of(c).as_bytes());
+            w.u64(coll.len as u64);
+            for j in self.stack(c) {
+                let job = &self.jobs[j];
+                w.job(&job.key, job.created_at, self.job_attempts(j), &job.payload);
             }
-            for (rk, nonce) in &coll.res {
+            for n in self.coll_reservations(c) {
+                let rk = self.rk(n);
                 w.i64(rk.score);
                 w.i64(rk.tie);
-                w.u64(*nonce);
+                w.u64(self.nonce_of(n));
             }
             f(&w.0);
         }
@@ -365,19 +349,19 @@ impl Queue {
     /// Merge `other` into `self` (for `ORCA.IMPORT` into an existing queue).
     /// Refused, with nothing changed, if any job key, reservation or
     /// collation of `other` is already here. `self`'s order is kept.
-    pub fn absorb(&mut self, other: Queue) -> Result<(), QueueError> {
-        for key in other.jobs.keys() {
-            if self.jobs.contains_key(key) {
+    pub fn absorb(&mut self, mut other: Queue) -> Result<(), QueueError> {
+        for (_, job) in other.jobs.iter() {
+            if self.contains(&job.key) {
                 return Err(corrupt("imported job already in the queue"));
             }
         }
-        for (rk, _) in other.index.iter() {
-            if self.index.contains(rk) {
+        for n in other.index.iter() {
+            if self.index.contains(other.index.key(n)) {
                 return Err(corrupt("imported reservation already in the queue"));
             }
         }
-        for name in other.collations.keys() {
-            if self.collations.contains_key(name) {
+        for c in other.collations_by_name() {
+            if self.has_collation(&other.name_of(c)) {
                 return Err(corrupt("imported collation already in the queue"));
             }
         }
@@ -397,9 +381,12 @@ impl Queue {
         // applies one per batch of 512 units, so that load is quadratic in
         // a huge queue: docs/operations.md recommends the preamble).
         if !other.index.is_empty() {
-            let mine: std::collections::HashSet<u64> =
-                self.index.iter().map(|(_, r)| r.nonce).collect();
-            if other.index.iter().any(|(_, r)| mine.contains(&r.nonce)) {
+            let mine: HashSet<u64> = self.index.iter().map(|n| self.nonce_of(n)).collect();
+            if other
+                .index
+                .iter()
+                .any(|n| mine.contains(&other.nonce_of(n)))
+            {
                 return Err(corrupt("imported nonces collide with the queue's"));
             }
         }
@@ -420,18 +407,9 @@ impl Queue {
                 "imported leases, retries, dead jobs or results collide with the queue's",
             ));
         }
-        // `other` is consumed, so its reference-counted names move over
-        // without being shared with anything else.
-        let Queue {
-            jobs,
-            index,
-            collations,
-            next_seq,
-            front_tie,
-            payload_bytes,
-            work,
-            ..
-        } = other;
+        let (next_seq, front_tie) = (other.next_seq, other.front_tie);
+        let (singles, colls) = other.drain_units()?;
+        let work = std::mem::take(&mut other.work);
         let lease_bytes: usize = work.leases.values().map(|l| l.job.payload.len()).sum();
         for (token, lease) in work.leases {
             self.lease_insert(token, lease);
@@ -447,12 +425,12 @@ impl Queue {
         w.cancelled_order.extend(work.cancelled_order);
         // lease_insert counted the leases' payloads already.
         w.bytes += work.bytes - lease_bytes;
-        self.jobs.extend(jobs);
-        for (rk, r) in index.iter() {
-            self.index.insert(*rk, r.clone());
+        for (job, name, rk, nonce, immediate) in singles {
+            self.load_single(job, name.as_deref(), rk, nonce, immediate)?;
         }
-        self.collations.extend(collations);
-        self.payload_bytes += payload_bytes;
+        for (name, jobs, res) in colls {
+            self.load_collation(&name, jobs, res)?;
+        }
         self.next_seq = self.next_seq.max(next_seq);
         self.front_tie = self.front_tie.min(front_tie);
         Ok(())
@@ -516,7 +494,7 @@ impl QueueBuilder {
             payload: payload.into(),
             created_at,
             attempts,
-            collation: collation.map(|n| self.q.intern(n)),
+            collation: collation.map(Rc::from),
             immediate,
         })
     }
@@ -551,40 +529,22 @@ impl QueueBuilder {
                     _ => return Err(corrupt("bad immediate flag")),
                 };
                 r.done()?;
-                if self.q.jobs.contains_key(&key) {
-                    return Err(corrupt("duplicate job key"));
-                }
-                if self.q.index.contains(&rk) {
-                    return Err(corrupt("duplicate reservation"));
-                }
                 if rk.tie < 0 && !immediate {
                     return Err(corrupt("front reservation of a job that is not immediate"));
                 }
-                let collation = collation.map(|n| self.q.intern(n));
                 self.note(rk, nonce);
-                self.q.index.insert(
-                    rk,
-                    Res {
-                        owner: Owner::Single(key),
-                        nonce,
-                    },
-                );
-                self.q.payload_bytes += payload.len();
-                self.q.jobs.insert(
-                    key,
-                    Job {
-                        payload: payload.into(),
+                self.q.load_single(
+                    LoadedJob {
+                        key,
                         created_at,
                         attempts,
-                        collation,
-                        place: Place::Single {
-                            res: rk,
-                            nonce,
-                            immediate,
-                        },
+                        payload: payload.into(),
                     },
-                );
-                Ok(())
+                    collation,
+                    rk,
+                    nonce,
+                    immediate,
+                )
             }
             UNIT_COLLATION => {
                 let name = std::str::from_utf8(r.bytes()?)
@@ -592,7 +552,7 @@ impl QueueBuilder {
                 if !valid_collation_name(name) {
                     return Err(corrupt("invalid collation name"));
                 }
-                if self.q.collations.contains_key(name) {
+                if self.q.has_collation(name) {
                     return Err(corrupt("duplicate collation"));
                 }
                 let m = r.u64()?;
@@ -600,17 +560,17 @@ impl QueueBuilder {
                     return Err(corrupt("empty collation"));
                 }
                 let mut jobs = Vec::new();
-                let mut keys = HashSet::new();
                 for _ in 0..m {
-                    let j = r.job()?;
-                    if !keys.insert(j.0) || self.q.jobs.contains_key(&j.0) {
-                        return Err(corrupt("duplicate job key"));
-                    }
-                    jobs.push(j);
+                    let (key, created_at, attempts, payload) = r.job()?;
+                    jobs.push(LoadedJob {
+                        key,
+                        created_at,
+                        attempts,
+                        payload: payload.into(),
+                    });
                 }
                 let mut res = Vec::new();
                 let mut nonces = HashSet::new();
-                let mut rks = HashSet::new();
                 for _ in 0..m {
                     let (rk, nonce) = r.res()?;
                     if rk.tie < 0 {
@@ -619,41 +579,13 @@ impl QueueBuilder {
                     if !nonces.insert(nonce) {
                         return Err(corrupt("duplicate nonce in a collation"));
                     }
-                    if !rks.insert(rk) || self.q.index.contains(&rk) {
-                        return Err(corrupt("duplicate reservation"));
-                    }
                     res.push((rk, nonce));
                 }
                 r.done()?;
-                let name: Rc<str> = Rc::from(name);
-                let mut coll = Collation::default();
-                for (key, created_at, attempts, payload) in jobs {
-                    coll.stack.push_back(key);
-                    self.q.payload_bytes += payload.len();
-                    self.q.jobs.insert(
-                        key,
-                        Job {
-                            payload: payload.into(),
-                            created_at,
-                            attempts,
-                            collation: Some(name.clone()),
-                            place: Place::Collated,
-                        },
-                    );
+                for (rk, nonce) in &res {
+                    self.note(*rk, *nonce);
                 }
-                for (rk, nonce) in res {
-                    self.note(rk, nonce);
-                    coll.res.insert(rk, nonce);
-                    self.q.index.insert(
-                        rk,
-                        Res {
-                            owner: Owner::Collation(name.clone()),
-                            nonce,
-                        },
-                    );
-                }
-                self.q.collations.insert(name, coll);
-                Ok(())
+                self.q.load_collation(name, jobs, res)
             }
             UNIT_LEASE => {
                 let token = r.token()?;

@@ -22,6 +22,8 @@ pub enum QueueError {
     AlreadyQueued,
     /// A serialized queue (RDB, RESTORE, import) is malformed; the text says how.
     Corrupt(String),
+    /// The queue holds as many jobs (or collations) as one key can address.
+    Full,
 }
 
 impl fmt::Display for QueueError {
@@ -38,6 +40,10 @@ impl fmt::Display for QueueError {
             ),
             QueueError::AlreadyQueued => write!(f, "job is already queued"),
             QueueError::Corrupt(s) => write!(f, "corrupt queue data: {s}"),
+            QueueError::Full => write!(
+                f,
+                "queue is full (one key holds at most 2^30 - 1 jobs and reservations)"
+            ),
         }
     }
 }

@@ -1,93 +1,112 @@
-//! An ordered map with order statistics: a treap stored in an arena.
+//! An ordered set with order statistics: a treap whose nodes live in a slab.
 //!
 //! Every operation the queue needs on the global reservation order costs
-//! O(log n) expected: insert, remove, lookup, first/last, the rank of a key
-//! (its 0-based position) and the n-th entry. Subtree sizes make rank and
+//! O(log n) expected: insert, remove, lookup, first/last, the rank of a node
+//! (its 0-based position) and the n-th node. Subtree sizes make rank and
 //! select logarithmic, which is what `ORCA.STATUS` positions and paginated
 //! listings need; a `BTreeMap` cannot answer "what is my position" without a
 //! linear scan.
 //!
-//! Nodes live in one `Vec` and refer to each other by `u32` index, so there is
-//! one allocation for the whole structure, no `unsafe`, and freed slots are
-//! reused. Heap priorities come from a deterministic xorshift generator, so
-//! the same sequence of operations always builds the same tree.
+//! Nodes are addressed by `u32` ids that stay put while the node lives, so
+//! the queue links its records to nodes directly. Each node carries two
+//! `u32` payload words (`val`, `aux`) for the queue's use. A node is 20
+//! bytes plus its key (36 with the queue's 16-byte, 4-aligned key). Heap
+//! priorities are a hash of the node id and a per-index random seed: nothing
+//! is stored for them, and a client who knows the code still cannot predict
+//! them (a predictable priority sequence would let crafted release times
+//! build a degenerate, deep tree).
 
 use std::cmp::Ordering;
+use std::num::NonZeroU32;
 
-const NIL: u32 = u32::MAX;
+use super::slab::{Slab, NIL};
 
 #[derive(Clone, Debug)]
-struct Node<K, V> {
+struct Node<K> {
     key: K,
-    val: V,
+    val: u32,
+    aux: u32,
     left: u32,
     right: u32,
-    prio: u32,
-    size: u32,
+    /// Subtree size (>= 1; non-zero so `Option<Node>` costs nothing extra).
+    size: NonZeroU32,
 }
 
-/// Ordered map with rank/select in O(log n).
+/// Ordered set of keys with rank/select in O(log n); each node holds two
+/// `u32` words for the caller.
 #[derive(Clone, Debug)]
-pub struct OrderIndex<K, V> {
-    nodes: Vec<Node<K, V>>,
-    free: Vec<u32>,
+pub struct OrderIndex<K> {
+    nodes: Slab<Node<K>>,
     root: u32,
-    rng: u32,
+    seed: u32,
 }
 
-impl<K: Ord + Copy, V> Default for OrderIndex<K, V> {
+impl<K: Ord + Copy> Default for OrderIndex<K> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<K: Ord + Copy, V> OrderIndex<K, V> {
+fn random_seed() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(0x6f72_6361);
+    h.finish() as u32
+}
+
+impl<K: Ord + Copy> OrderIndex<K> {
     pub fn new() -> Self {
         OrderIndex {
-            nodes: Vec::new(),
-            free: Vec::new(),
+            nodes: Slab::default(),
             root: NIL,
-            rng: 0x9E37_79B9,
+            seed: random_seed(),
         }
     }
 
     pub fn len(&self) -> usize {
-        self.size(self.root) as usize
+        self.nodes.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.root == NIL
     }
 
+    /// Room for another node? (ids are bounded, see `slab::MAX_ID`)
+    pub fn has_room(&self) -> bool {
+        self.nodes.has_room()
+    }
+
     /// Bytes of heap the index holds (for `MEMORY USAGE`).
     pub fn heap_bytes(&self) -> usize {
-        self.nodes.capacity() * std::mem::size_of::<Node<K, V>>() + self.free.capacity() * 4
+        self.nodes.heap_bytes()
+    }
+
+    fn prio(&self, n: u32) -> u32 {
+        // A 32-bit integer hash (lowbias32) of the id under the seed.
+        let mut x = n ^ self.seed;
+        x ^= x >> 16;
+        x = x.wrapping_mul(0x7feb_352d);
+        x ^= x >> 15;
+        x = x.wrapping_mul(0x846c_a68b);
+        x ^= x >> 16;
+        x
     }
 
     fn size(&self, n: u32) -> u32 {
         if n == NIL {
             0
         } else {
-            self.nodes[n as usize].size
+            self.nodes[n].size.get()
         }
     }
 
     fn fix(&mut self, n: u32) {
         let (l, r) = {
-            let node = &self.nodes[n as usize];
+            let node = &self.nodes[n];
             (node.left, node.right)
         };
         let s = 1 + self.size(l) + self.size(r);
-        self.nodes[n as usize].size = s;
-    }
-
-    fn next_prio(&mut self) -> u32 {
-        let mut x = self.rng;
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        self.rng = x;
-        x
+        self.nodes[n].size = NonZeroU32::new(s).unwrap_or(NonZeroU32::MIN);
     }
 
     /// Split `n` into (< key, >= key).
@@ -95,16 +114,16 @@ impl<K: Ord + Copy, V> OrderIndex<K, V> {
         if n == NIL {
             return (NIL, NIL);
         }
-        if self.nodes[n as usize].key < *key {
-            let r = self.nodes[n as usize].right;
+        if self.nodes[n].key < *key {
+            let r = self.nodes[n].right;
             let (a, b) = self.split(r, key);
-            self.nodes[n as usize].right = a;
+            self.nodes[n].right = a;
             self.fix(n);
             (n, b)
         } else {
-            let l = self.nodes[n as usize].left;
+            let l = self.nodes[n].left;
             let (a, b) = self.split(l, key);
-            self.nodes[n as usize].left = b;
+            self.nodes[n].left = b;
             self.fix(n);
             (a, n)
         }
@@ -118,156 +137,159 @@ impl<K: Ord + Copy, V> OrderIndex<K, V> {
         if b == NIL {
             return a;
         }
-        if self.nodes[a as usize].prio > self.nodes[b as usize].prio {
-            let ar = self.nodes[a as usize].right;
+        if self.prio(a) > self.prio(b) {
+            let ar = self.nodes[a].right;
             let m = self.merge(ar, b);
-            self.nodes[a as usize].right = m;
+            self.nodes[a].right = m;
             self.fix(a);
             a
         } else {
-            let bl = self.nodes[b as usize].left;
+            let bl = self.nodes[b].left;
             let m = self.merge(a, bl);
-            self.nodes[b as usize].left = m;
+            self.nodes[b].left = m;
             self.fix(b);
             b
         }
     }
 
-    fn find(&self, key: &K) -> u32 {
+    /// The node holding `key`.
+    pub fn find(&self, key: &K) -> Option<u32> {
         let mut n = self.root;
         while n != NIL {
-            let node = &self.nodes[n as usize];
+            let node = &self.nodes[n];
             match key.cmp(&node.key) {
                 Ordering::Less => n = node.left,
                 Ordering::Greater => n = node.right,
-                Ordering::Equal => return n,
+                Ordering::Equal => return Some(n),
             }
         }
-        NIL
+        None
     }
 
     pub fn contains(&self, key: &K) -> bool {
-        self.find(key) != NIL
+        self.find(key).is_some()
     }
 
-    pub fn get(&self, key: &K) -> Option<&V> {
-        let n = self.find(key);
-        (n != NIL).then(|| &self.nodes[n as usize].val)
+    pub fn key(&self, n: u32) -> &K {
+        &self.nodes[n].key
     }
 
-    /// Insert a new key. Returns false (and changes nothing) if the key exists.
-    pub fn insert(&mut self, key: K, val: V) -> bool {
+    pub fn val(&self, n: u32) -> u32 {
+        self.nodes[n].val
+    }
+
+    pub fn aux(&self, n: u32) -> u32 {
+        self.nodes[n].aux
+    }
+
+    pub fn set_val(&mut self, n: u32, v: u32) {
+        self.nodes[n].val = v;
+    }
+
+    pub fn set_aux(&mut self, n: u32, v: u32) {
+        self.nodes[n].aux = v;
+    }
+
+    /// Is `n` a live node? (for the invariant check)
+    pub fn is_live(&self, n: u32) -> bool {
+        self.nodes.get(n).is_some()
+    }
+
+    /// Insert a new key with its words; returns the node id, or `None` (and
+    /// changes nothing) if the key exists or there is no room.
+    pub fn insert(&mut self, key: K, val: u32, aux: u32) -> Option<u32> {
         if self.contains(&key) {
-            return false;
+            return None;
         }
-        let prio = self.next_prio();
-        let node = Node {
+        let id = self.nodes.insert(Node {
             key,
             val,
+            aux,
             left: NIL,
             right: NIL,
-            prio,
-            size: 1,
-        };
-        let id = match self.free.pop() {
-            Some(id) => {
-                self.nodes[id as usize] = node;
-                id
-            }
-            None => {
-                self.nodes.push(node);
-                (self.nodes.len() - 1) as u32
-            }
-        };
+            size: NonZeroU32::MIN,
+        })?;
         let (a, b) = self.split(self.root, &key);
         let left = self.merge(a, id);
         self.root = self.merge(left, b);
-        true
+        Some(id)
     }
 
-    /// Remove a key, returning its value.
-    pub fn remove(&mut self, key: &K) -> Option<V>
-    where
-        V: Default,
-    {
-        let (parent, n) = {
-            let mut parent = NIL;
-            let mut n = self.root;
-            while n != NIL {
-                let node = &self.nodes[n as usize];
-                match key.cmp(&node.key) {
-                    Ordering::Less => {
-                        parent = n;
-                        n = node.left
-                    }
-                    Ordering::Greater => {
-                        parent = n;
-                        n = node.right
-                    }
-                    Ordering::Equal => break,
-                }
-            }
-            (parent, n)
-        };
-        if n == NIL {
+    /// Remove node `n`; returns its key and words.
+    pub fn remove(&mut self, n: u32) -> Option<(K, u32, u32)> {
+        let key = self.nodes.get(n)?.key;
+        let mut parent = NIL;
+        let mut m = self.root;
+        while m != NIL && m != n {
+            let node = &self.nodes[m];
+            parent = m;
+            m = if key < node.key {
+                node.left
+            } else {
+                node.right
+            };
+        }
+        if m != n {
             return None;
         }
-        let (l, r) = (self.nodes[n as usize].left, self.nodes[n as usize].right);
+        let (l, r) = (self.nodes[n].left, self.nodes[n].right);
         let merged = self.merge(l, r);
         if parent == NIL {
             self.root = merged;
-        } else if self.nodes[parent as usize].left == n {
-            self.nodes[parent as usize].left = merged;
+        } else if self.nodes[parent].left == n {
+            self.nodes[parent].left = merged;
         } else {
-            self.nodes[parent as usize].right = merged;
+            self.nodes[parent].right = merged;
         }
         // Walk from the root down to the parent, shrinking sizes on the path.
         let mut m = self.root;
         while m != NIL && m != merged {
-            self.nodes[m as usize].size -= 1;
-            let node = &self.nodes[m as usize];
+            let node = &mut self.nodes[m];
+            node.size = NonZeroU32::new(node.size.get() - 1).unwrap_or(NonZeroU32::MIN);
             m = match key.cmp(&node.key) {
                 Ordering::Less => node.left,
                 Ordering::Greater => node.right,
                 Ordering::Equal => NIL,
             };
         }
-        self.free.push(n);
-        let val = std::mem::take(&mut self.nodes[n as usize].val);
-        if self.root == NIL {
-            // Give the memory back when the index empties.
-            self.nodes.clear();
-            self.nodes.shrink_to_fit();
-            self.free.clear();
-            self.free.shrink_to_fit();
-        }
-        Some(val)
+        let node = self.nodes.remove(n)?;
+        Some((node.key, node.val, node.aux))
     }
 
-    pub fn first(&self) -> Option<(&K, &V)> {
-        self.nth(0)
-    }
-
-    pub fn last(&self) -> Option<(&K, &V)> {
-        let len = self.len();
-        if len == 0 {
-            None
-        } else {
-            self.nth(len - 1)
-        }
-    }
-
-    /// 0-based position of `key` among all keys, if present.
-    pub fn rank(&self, key: &K) -> Option<usize> {
+    pub fn first(&self) -> Option<u32> {
         let mut n = self.root;
+        if n == NIL {
+            return None;
+        }
+        while self.nodes[n].left != NIL {
+            n = self.nodes[n].left;
+        }
+        Some(n)
+    }
+
+    pub fn last(&self) -> Option<u32> {
+        let mut n = self.root;
+        if n == NIL {
+            return None;
+        }
+        while self.nodes[n].right != NIL {
+            n = self.nodes[n].right;
+        }
+        Some(n)
+    }
+
+    /// 0-based position of node `n` among all nodes.
+    pub fn rank(&self, n: u32) -> Option<usize> {
+        let key = self.nodes.get(n)?.key;
+        let mut m = self.root;
         let mut acc = 0usize;
-        while n != NIL {
-            let node = &self.nodes[n as usize];
+        while m != NIL {
+            let node = &self.nodes[m];
             match key.cmp(&node.key) {
-                Ordering::Less => n = node.left,
+                Ordering::Less => m = node.left,
                 Ordering::Greater => {
                     acc += self.size(node.left) as usize + 1;
-                    n = node.right
+                    m = node.right
                 }
                 Ordering::Equal => return Some(acc + self.size(node.left) as usize),
             }
@@ -275,15 +297,15 @@ impl<K: Ord + Copy, V> OrderIndex<K, V> {
         None
     }
 
-    /// The entry at 0-based position `k`.
-    pub fn nth(&self, mut k: usize) -> Option<(&K, &V)> {
+    /// The node at 0-based position `k`.
+    pub fn nth(&self, mut k: usize) -> Option<u32> {
         let mut n = self.root;
         while n != NIL {
-            let node = &self.nodes[n as usize];
+            let node = &self.nodes[n];
             let ls = self.size(node.left) as usize;
             match k.cmp(&ls) {
                 Ordering::Less => n = node.left,
-                Ordering::Equal => return Some((&node.key, &node.val)),
+                Ordering::Equal => return Some(n),
                 Ordering::Greater => {
                     k -= ls + 1;
                     n = node.right
@@ -293,8 +315,8 @@ impl<K: Ord + Copy, V> OrderIndex<K, V> {
         None
     }
 
-    /// In-order iteration starting at position `start`.
-    pub fn iter_from(&self, start: usize) -> Iter<'_, K, V> {
+    /// In-order iteration of node ids starting at position `start`.
+    pub fn iter_from(&self, start: usize) -> Iter<'_, K> {
         let mut it = Iter {
             index: self,
             stack: Vec::new(),
@@ -303,7 +325,7 @@ impl<K: Ord + Copy, V> OrderIndex<K, V> {
         let mut n = self.root;
         let mut k = start;
         while n != NIL {
-            let node = &self.nodes[n as usize];
+            let node = &self.nodes[n];
             let ls = self.size(node.left) as usize;
             if k < ls {
                 it.stack.push(n);
@@ -319,14 +341,15 @@ impl<K: Ord + Copy, V> OrderIndex<K, V> {
         it
     }
 
-    pub fn iter(&self) -> Iter<'_, K, V> {
+    pub fn iter(&self) -> Iter<'_, K> {
         self.iter_from(0)
     }
 
-    /// Verify the structure itself: BST order, heap order and subtree sizes.
+    /// Verify the structure itself: BST order, heap order, subtree sizes,
+    /// and that the tree holds every live node.
     pub fn check_structure(&self) -> Result<(), String> {
-        fn walk<K: Ord + Copy, V>(
-            ix: &OrderIndex<K, V>,
+        fn walk<K: Ord + Copy>(
+            ix: &OrderIndex<K>,
             n: u32,
             lo: Option<K>,
             hi: Option<K>,
@@ -340,45 +363,48 @@ impl<K: Ord + Copy, V> OrderIndex<K, V> {
             }
             let node = ix
                 .nodes
-                .get(n as usize)
+                .get(n)
                 .ok_or_else(|| "index node out of range".to_string())?;
             if lo.is_some_and(|lo| node.key <= lo) || hi.is_some_and(|hi| node.key >= hi) {
                 return Err("index keys out of order".into());
             }
             for c in [node.left, node.right] {
-                if c != NIL && ix.nodes[c as usize].prio > node.prio {
+                if c != NIL && ix.prio(c) > ix.prio(n) {
                     return Err("index heap order broken".into());
                 }
             }
             let l = walk(ix, node.left, lo, Some(node.key), depth + 1)?;
             let r = walk(ix, node.right, Some(node.key), hi, depth + 1)?;
-            if node.size != l + r + 1 {
+            if node.size.get() != l + r + 1 {
                 return Err("index subtree size wrong".into());
             }
-            Ok(node.size)
+            Ok(node.size.get())
         }
-        walk(self, self.root, None, None, 0).map(|_| ())
+        let n = walk(self, self.root, None, None, 0)?;
+        if n as usize != self.nodes.len() {
+            return Err("index holds nodes outside its tree".into());
+        }
+        Ok(())
     }
 }
 
-pub struct Iter<'a, K, V> {
-    index: &'a OrderIndex<K, V>,
+pub struct Iter<'a, K> {
+    index: &'a OrderIndex<K>,
     stack: Vec<u32>,
 }
 
-impl<'a, K, V> Iterator for Iter<'a, K, V> {
-    type Item = (&'a K, &'a V);
+impl<'a, K> Iterator for Iter<'a, K> {
+    type Item = u32;
 
-    fn next(&mut self) -> Option<Self::Item> {
+    fn next(&mut self) -> Option<u32> {
         let n = self.stack.pop()?;
         let nodes = &self.index.nodes;
-        let node = &nodes[n as usize];
-        let mut c = node.right;
+        let mut c = nodes[n].right;
         while c != NIL {
             self.stack.push(c);
-            c = nodes[c as usize].left;
+            c = nodes[c].left;
         }
-        Some((&node.key, &node.val))
+        Some(n)
     }
 }
 
@@ -389,52 +415,65 @@ mod tests {
 
     #[test]
     fn matches_btreemap_under_random_operations() {
-        let mut ix: OrderIndex<i64, u64> = OrderIndex::new();
-        let mut model: BTreeMap<i64, u64> = BTreeMap::new();
+        let mut ix: OrderIndex<i64> = OrderIndex::new();
+        let mut model: BTreeMap<i64, u32> = BTreeMap::new();
         let mut x: u64 = 88172645463325252;
-        for step in 0..20_000u64 {
+        for step in 0..20_000u32 {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             let key = (x % 500) as i64;
             if x.is_multiple_of(3) {
-                assert_eq!(ix.remove(&key), model.remove(&key));
+                let got = ix.find(&key).and_then(|n| ix.remove(n)).map(|(_, v, _)| v);
+                assert_eq!(got, model.remove(&key));
             } else {
-                let inserted = ix.insert(key, step);
+                let inserted = ix.insert(key, step, step ^ 1).is_some();
                 assert_eq!(inserted, !model.contains_key(&key));
                 model.entry(key).or_insert(step);
             }
             assert_eq!(ix.len(), model.len());
             if step % 97 == 0 {
                 ix.check_structure().unwrap();
-                let all: Vec<_> = ix.iter().map(|(k, v)| (*k, *v)).collect();
+                let all: Vec<_> = ix.iter().map(|n| (*ix.key(n), ix.val(n))).collect();
                 let want: Vec<_> = model.iter().map(|(k, v)| (*k, *v)).collect();
                 assert_eq!(all, want);
-                for (i, (k, _)) in model.iter().enumerate() {
-                    assert_eq!(ix.rank(k), Some(i));
-                    assert_eq!(ix.nth(i).map(|(k, _)| *k), Some(*k));
+                assert!(ix.iter().all(|n| ix.aux(n) == ix.val(n) ^ 1));
+                for (i, k) in model.keys().enumerate() {
+                    let n = ix.find(k).unwrap();
+                    assert_eq!(ix.rank(n), Some(i));
+                    assert_eq!(ix.nth(i), Some(n));
                 }
                 let start = (x as usize) % (model.len() + 1);
-                let from: Vec<_> = ix.iter_from(start).map(|(k, _)| *k).collect();
+                let from: Vec<_> = ix.iter_from(start).map(|n| *ix.key(n)).collect();
                 let want: Vec<_> = model.keys().skip(start).copied().collect();
                 assert_eq!(from, want);
-                assert_eq!(ix.first().map(|(k, _)| *k), model.keys().next().copied());
-                assert_eq!(ix.last().map(|(k, _)| *k), model.keys().last().copied());
+                assert_eq!(ix.first().map(|n| *ix.key(n)), model.keys().next().copied());
+                assert_eq!(ix.last().map(|n| *ix.key(n)), model.keys().last().copied());
             }
         }
     }
 
     #[test]
     fn missing_keys() {
-        let mut ix: OrderIndex<i64, u64> = OrderIndex::new();
+        let mut ix: OrderIndex<i64> = OrderIndex::new();
         assert!(ix.first().is_none());
         assert!(ix.last().is_none());
-        assert_eq!(ix.rank(&3), None);
-        assert_eq!(ix.remove(&3), None);
-        assert!(ix.insert(3, 1));
-        assert!(!ix.insert(3, 2));
-        assert_eq!(ix.get(&3), Some(&1));
+        assert_eq!(ix.rank(3), None);
+        assert_eq!(ix.remove(3), None);
+        let n = ix.insert(3, 1, 0).unwrap();
+        assert!(ix.insert(3, 2, 0).is_none());
+        assert_eq!(ix.find(&3), Some(n));
+        assert_eq!(ix.val(n), 1);
         assert_eq!(ix.nth(1), None);
         assert_eq!(ix.iter_from(5).count(), 0);
+        assert!(ix.remove(n).is_some());
+        assert!(ix.remove(n).is_none());
+        assert!(ix.is_empty());
+    }
+
+    #[test]
+    fn node_is_compact() {
+        assert_eq!(std::mem::size_of::<Option<Node<(i64, i64)>>>(), 40);
+        assert_eq!(std::mem::size_of::<Option<Node<[u32; 4]>>>(), 36);
     }
 }

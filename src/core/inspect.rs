@@ -3,11 +3,10 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::rc::Rc;
 
 use serde::Deserialize;
 
-use super::queue::{JobInfo, Owner, Queue};
+use super::queue::{JobInfo, Queue, OWNED_BY_COLLATION};
 
 /// Wait-time statistics in ms (Orca's queue stats): over a set of jobs,
 /// the wait of each is `now - created_at`.
@@ -104,31 +103,9 @@ impl Queue {
         }
         let start = if filter.is_some() { 0 } else { offset };
         let mut skip = if filter.is_some() { offset } else { 0 };
-        // Index within each collation of the next reservation met.
-        let mut next_k: HashMap<Rc<str>, usize> = HashMap::new();
-        for (i, (rk, res)) in self.index.iter_from(start).enumerate() {
-            let key = match &res.owner {
-                Owner::Single(k) => *k,
-                Owner::Collation(name) => {
-                    let Some(coll) = self.collations.get(name) else {
-                        continue;
-                    };
-                    let k = next_k
-                        .entry(name.clone())
-                        .or_insert_with(|| coll.res.range(..*rk).count());
-                    let key = coll.stack.get(*k).copied();
-                    *k += 1;
-                    match key {
-                        Some(key) => key,
-                        None => continue,
-                    }
-                }
-            };
-            let Some(job) = self.jobs.get(&key) else {
-                continue;
-            };
+        for (i, (n, j)) in self.walk_from(start).enumerate() {
             if let Some((field, value)) = filter {
-                if !metadata_matches(&job.payload, field, value) {
+                if !metadata_matches(&self.jobs[j].payload, field, value) {
                     continue;
                 }
                 if skip > 0 {
@@ -136,23 +113,7 @@ impl Queue {
                     continue;
                 }
             }
-            let info = JobInfo {
-                key,
-                collation: job.collation.as_deref().map(Cow::Borrowed),
-                immediate: matches!(
-                    job.place,
-                    super::queue::Place::Single {
-                        immediate: true,
-                        ..
-                    }
-                ),
-                nonce: res.nonce,
-                created_at: job.created_at,
-                release_at: rk.score,
-                attempts: job.attempts,
-                payload: Cow::Borrowed(&job.payload),
-            };
-            out.push((info, start + i + 1));
+            out.push((self.info_at(j, n), start + i + 1));
             if out.len() >= limit {
                 break;
             }
@@ -169,41 +130,16 @@ impl Queue {
             leased,
             dead,
             results: self.work.results.len(),
-            collations: self.collations.len(),
+            collations: self.collation_count(),
             ..Default::default()
         };
-        let mut next_k: HashMap<&str, usize> = HashMap::new();
-        for (rk, res) in self.index.iter() {
-            let key = match &res.owner {
-                Owner::Single(k) => Some(*k),
-                Owner::Collation(name) => {
-                    let k = next_k.entry(name).or_insert(0);
-                    let key = self
-                        .collations
-                        .get(name)
-                        .and_then(|c| c.stack.get(*k))
-                        .copied();
-                    *k += 1;
-                    key
-                }
-            };
-            let Some(job) = key.and_then(|k| self.jobs.get(&k)) else {
-                continue;
-            };
-            if matches!(res.owner, Owner::Single(_))
-                && matches!(
-                    job.place,
-                    super::queue::Place::Single {
-                        immediate: true,
-                        ..
-                    }
-                )
-            {
+        for (n, j) in self.walk_from(0) {
+            if self.index.val(n) & OWNED_BY_COLLATION == 0 && self.info_at(j, n).immediate {
                 s.immediate += 1;
             }
-            let wait = now.saturating_sub(job.created_at).max(0);
+            let wait = now.saturating_sub(self.jobs[j].created_at).max(0);
             s.wait_all.add(wait);
-            if rk.score <= now {
+            if self.rk(n).score <= now {
                 s.wait_released.add(wait);
             }
         }

@@ -3,6 +3,8 @@
 //! - `config`: job config parsing and the orca key
 //! - `index`: the order-statistic tree behind the global reservation order
 //! - `queue`: the queue and its operations
+//! - `names`: collation names packed into their record
+//! - `slab`: the compact record storage (slabs of `u32`-addressed records, id tables)
 //! - `check`: the invariant check (`ORCA.CHECK`)
 //! - `inspect`: ordered listing with positions and filters, statistics
 //! - `worker`: leases, ack/nack, retries, dead letters, results, `tick`
@@ -14,7 +16,9 @@ pub mod config;
 pub mod error;
 pub mod index;
 pub mod inspect;
+pub mod names;
 pub mod queue;
+pub mod slab;
 pub mod worker;
 
 pub use config::{decode_key, encode_key, parse_config, JobConfig, JobKey};

@@ -26,7 +26,7 @@ use std::rc::Rc;
 
 use super::config::{JobKey, KeyMap};
 use super::error::QueueError;
-use super::queue::{Job, JobInfo, Place, Queue};
+use super::queue::{JobInfo, LoadedJob, Queue};
 use super::MAX_TIME;
 
 /// How long a cancelled lease is remembered after its deadline, so the
@@ -296,21 +296,18 @@ impl Queue {
     /// Put a returning attempt back as immediate at its original arrival
     /// time, unless its key is waiting already. Returns whether it was queued.
     fn requeue_parked(&mut self, key: JobKey, job: Parked) -> bool {
-        if self.jobs.contains_key(&key) || self.work.delayed.contains_key(&key) {
+        if self.contains(&key) || self.work.delayed.contains_key(&key) {
             return false;
         }
-        let place = self.add_single(key, job.created_at.clamp(0, MAX_TIME), true);
-        self.insert_job(
+        let score = job.created_at.clamp(0, MAX_TIME);
+        let loaded = LoadedJob {
             key,
-            Job {
-                payload: job.payload,
-                created_at: job.created_at,
-                attempts: job.attempts,
-                collation: job.collation,
-                place,
-            },
-        );
-        true
+            created_at: job.created_at,
+            attempts: job.attempts,
+            payload: job.payload,
+        };
+        self.insert_single(loaded, job.collation.as_deref(), score, true)
+            .is_ok()
     }
 
     fn bury(&mut self, key: JobKey, job: Parked, now: i64, cause: DeathCause) {
@@ -368,7 +365,7 @@ impl Queue {
                 payload: info.payload.to_vec().into_boxed_slice(),
                 created_at: info.created_at,
                 attempts: info.attempts,
-                collation: info.collation.as_deref().map(|c| self.intern(c)),
+                collation: info.collation.as_deref().map(std::rc::Rc::from),
                 immediate: info.immediate,
             };
             self.lease_insert(
@@ -503,7 +500,7 @@ impl Queue {
             self.bury(*key, lease.job, now, DeathCause::Failed);
             return Ok(NackOutcome::Dead { attempts });
         }
-        if self.jobs.contains_key(key) || self.work.delayed.contains_key(key) {
+        if self.contains(key) || self.work.delayed.contains_key(key) {
             return Ok(NackOutcome::Superseded);
         }
         if retry_at <= now {
@@ -599,7 +596,7 @@ impl Queue {
         if !self.work.dead.contains_key(key) {
             return Err(QueueError::NoSuchJob);
         }
-        if self.jobs.contains_key(key) || self.work.delayed.contains_key(key) {
+        if self.contains(key) || self.work.delayed.contains_key(key) {
             return Err(QueueError::AlreadyQueued);
         }
         self.seq_room()?;
@@ -607,17 +604,13 @@ impl Queue {
         self.work.dead_order.remove(&(d.died_at, d.seq, *key));
         self.work.bytes -= d.job.payload.len();
         self.supersede(key);
-        let place = self.add_single(*key, now, true);
-        self.insert_job(
-            *key,
-            Job {
-                payload: d.job.payload,
-                created_at: d.job.created_at,
-                attempts: 0,
-                collation: d.job.collation,
-                place,
-            },
-        );
+        let loaded = LoadedJob {
+            key: *key,
+            created_at: d.job.created_at,
+            attempts: 0,
+            payload: d.job.payload,
+        };
+        self.insert_single(loaded, d.job.collation.as_deref(), now, true)?;
         self.info(key)
     }
 
@@ -645,7 +638,7 @@ impl Queue {
     /// delayed, leased (one entry per lease), dead.
     pub fn states(&self, key: &JobKey) -> Result<Vec<State<'_>>, QueueError> {
         let mut out = Vec::new();
-        if self.jobs.contains_key(key) {
+        if self.contains(key) {
             out.push(State::Queued(self.info(key)?, self.position(key)?));
         }
         if let Some(d) = self.work.delayed.get(key) {
@@ -667,21 +660,10 @@ impl Queue {
     /// Counts by state: (queued, delayed, leased, dead).
     pub fn state_counts(&self) -> (usize, usize, usize, usize) {
         (
-            self.jobs.len(),
+            self.len(),
             self.work.delayed.len(),
             self.work.leases.len(),
             self.work.dead.len(),
-        )
-    }
-
-    /// Is a leased/queued job placed as immediate? (used by codec/tests)
-    pub fn is_immediate(&self, key: &JobKey) -> bool {
-        matches!(
-            self.jobs.get(key).map(|j| j.place),
-            Some(Place::Single {
-                immediate: true,
-                ..
-            })
         )
     }
 }

@@ -1,0 +1,335 @@
+//! Compact storage for the queue's records: a chunked slab addressed by
+//! `u32` ids, and an open-addressing table of ids for lookups by key.
+//!
+//! Why not `HashMap<JobKey, Job>` and `Vec<Node>`: a queued job must cost
+//! little beyond its payload (docs/design.md, "Memory"). A `HashMap` keeps
+//! its entries inline at a load factor between 44% and 87%, so at a million
+//! jobs it spends more on empty buckets than on jobs; a `Vec` doubles and
+//! copies everything when it grows. Here records live in fixed chunks (no
+//! copy on growth, at most one chunk of slack) and the lookup table holds
+//! only 4-byte ids.
+
+/// The id that means "none".
+pub const NIL: u32 = u32::MAX;
+
+/// Ids stay below this (two high bits stay free for tags).
+pub const MAX_ID: u32 = (1 << 30) - 1;
+
+/// Bytes per chunk: a jemalloc size class, so a chunk wastes nothing.
+const CHUNK_BYTES: usize = 256 << 10;
+
+/// Records addressed by `u32` ids; freed ids are reused, last freed first.
+#[derive(Clone, Debug)]
+pub struct Slab<T> {
+    chunks: Vec<Vec<Option<T>>>,
+    free: Vec<u32>,
+    len: usize,
+}
+
+impl<T> Default for Slab<T> {
+    fn default() -> Self {
+        Slab {
+            chunks: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<T> Slab<T> {
+    /// Records per chunk (a constant per record type).
+    const PER: usize = {
+        let n = CHUNK_BYTES / std::mem::size_of::<Option<T>>();
+        if n == 0 {
+            1
+        } else {
+            n
+        }
+    };
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Can another record be stored? (ids are bounded by `MAX_ID`)
+    pub fn has_room(&self) -> bool {
+        !self.free.is_empty() || self.slots() < MAX_ID as usize
+    }
+
+    fn slots(&self) -> usize {
+        match self.chunks.last() {
+            None => 0,
+            Some(last) => (self.chunks.len() - 1) * Self::PER + last.len(),
+        }
+    }
+
+    /// Store `v`; returns its id, or `None` when `has_room` is false.
+    pub fn insert(&mut self, v: T) -> Option<u32> {
+        if let Some(id) = self.free.pop() {
+            if let Some(slot) = self.slot_mut(id) {
+                *slot = Some(v);
+                self.len += 1;
+                return Some(id);
+            }
+            return None;
+        }
+        let id = self.slots();
+        if id >= MAX_ID as usize {
+            return None;
+        }
+        if self.chunks.last().is_none_or(|c| c.len() == Self::PER) {
+            self.chunks.push(Vec::with_capacity(Self::PER));
+        }
+        self.chunks.last_mut()?.push(Some(v));
+        self.len += 1;
+        Some(id as u32)
+    }
+
+    /// Take the record out; its id becomes free.
+    pub fn remove(&mut self, id: u32) -> Option<T> {
+        let v = self.slot_mut(id)?.take()?;
+        self.len -= 1;
+        if self.len == 0 {
+            // Give the memory back when the slab empties.
+            *self = Slab::default();
+        } else {
+            self.free.push(id);
+        }
+        Some(v)
+    }
+
+    fn slot_mut(&mut self, id: u32) -> Option<&mut Option<T>> {
+        let id = id as usize;
+        self.chunks.get_mut(id / Self::PER)?.get_mut(id % Self::PER)
+    }
+
+    pub fn get(&self, id: u32) -> Option<&T> {
+        let id = id as usize;
+        self.chunks
+            .get(id / Self::PER)?
+            .get(id % Self::PER)?
+            .as_ref()
+    }
+
+    pub fn get_mut(&mut self, id: u32) -> Option<&mut T> {
+        self.slot_mut(id)?.as_mut()
+    }
+
+    /// Every live record with its id (in id order).
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
+        self.chunks.iter().enumerate().flat_map(|(c, chunk)| {
+            chunk
+                .iter()
+                .enumerate()
+                .filter_map(move |(i, v)| v.as_ref().map(|v| ((c * Self::PER + i) as u32, v)))
+        })
+    }
+
+    /// Heap bytes held (for `MEMORY USAGE`).
+    pub fn heap_bytes(&self) -> usize {
+        self.chunks.len() * Self::PER * std::mem::size_of::<Option<T>>()
+            + self.chunks.capacity() * std::mem::size_of::<Vec<Option<T>>>()
+            + self.free.capacity() * 4
+    }
+}
+
+impl<T> std::ops::Index<u32> for Slab<T> {
+    type Output = T;
+    /// Ids come from the queue's own links, never from clients: a vacant id
+    /// here is a bug in the queue (caught by the command guard).
+    fn index(&self, id: u32) -> &T {
+        match self.get(id) {
+            Some(v) => v,
+            None => panic!("slab id {id} is vacant"),
+        }
+    }
+}
+
+impl<T> std::ops::IndexMut<u32> for Slab<T> {
+    fn index_mut(&mut self, id: u32) -> &mut T {
+        match self.get_mut(id) {
+            Some(v) => v,
+            None => panic!("slab id {id} is vacant"),
+        }
+    }
+}
+
+/// A set of ids found by a 64-bit hash of their record's key: linear probing
+/// over a power-of-two table of `u32`, at most 7/8 full, deletion by
+/// backward shift (no tombstones). The caller supplies the hash and the key
+/// comparison, so the table holds nothing but ids.
+#[derive(Clone, Debug, Default)]
+pub struct IdTable {
+    slots: Vec<u32>,
+    len: usize,
+}
+
+impl IdTable {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn mask(&self) -> usize {
+        self.slots.len().wrapping_sub(1)
+    }
+
+    /// The id whose record `is` the wanted one.
+    pub fn find(&self, hash: u64, mut is: impl FnMut(u32) -> bool) -> Option<u32> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let mask = self.mask();
+        let mut i = hash as usize & mask;
+        loop {
+            let id = self.slots[i];
+            if id == NIL {
+                return None;
+            }
+            if is(id) {
+                return Some(id);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Add `id` (not present yet). `hash_of` gives the hash of any stored id
+    /// (needed when the table grows).
+    pub fn insert(&mut self, hash: u64, id: u32, hash_of: impl Fn(u32) -> u64) {
+        if (self.len + 1) * 8 > self.slots.len() * 7 {
+            let cap = (self.slots.len() * 2).max(8);
+            let old = std::mem::replace(&mut self.slots, vec![NIL; cap]);
+            for other in old.into_iter().filter(|&x| x != NIL) {
+                self.place(hash_of(other), other);
+            }
+        }
+        self.place(hash, id);
+        self.len += 1;
+    }
+
+    fn place(&mut self, hash: u64, id: u32) {
+        let mask = self.mask();
+        let mut i = hash as usize & mask;
+        while self.slots[i] != NIL {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = id;
+    }
+
+    /// Remove `id` (found by `hash`).
+    pub fn remove(&mut self, hash: u64, id: u32, hash_of: impl Fn(u32) -> u64) -> bool {
+        if self.slots.is_empty() {
+            return false;
+        }
+        let mask = self.mask();
+        let mut i = hash as usize & mask;
+        loop {
+            match self.slots[i] {
+                NIL => return false,
+                x if x == id => break,
+                _ => i = (i + 1) & mask,
+            }
+        }
+        // Backward shift: pull later entries of the probe run into the hole
+        // when their home bucket is at or before it.
+        let mut hole = i;
+        let mut j = (i + 1) & mask;
+        loop {
+            let x = self.slots[j];
+            if x == NIL {
+                break;
+            }
+            let home = hash_of(x) as usize & mask;
+            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
+                self.slots[hole] = x;
+                hole = j;
+            }
+            j = (j + 1) & mask;
+        }
+        self.slots[hole] = NIL;
+        self.len -= 1;
+        if self.len == 0 {
+            self.slots = Vec::new();
+        }
+        true
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        self.slots.capacity() * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn slab_reuses_ids_and_empties() {
+        let mut s: Slab<String> = Slab::default();
+        let a = s.insert("a".into()).unwrap();
+        let b = s.insert("b".into()).unwrap();
+        assert_eq!((a, b, s.len()), (0, 1, 2));
+        assert_eq!(s.remove(a).as_deref(), Some("a"));
+        assert_eq!(s.remove(a), None);
+        assert_eq!(s.get(a), None);
+        assert_eq!(s.insert("c".into()), Some(a));
+        assert_eq!(
+            s.iter().map(|(i, v)| (i, v.clone())).collect::<Vec<_>>(),
+            vec![(0, "c".to_string()), (1, "b".to_string())]
+        );
+        s.remove(0);
+        s.remove(1);
+        assert!(s.is_empty());
+        assert_eq!(s.heap_bytes(), 0);
+        for i in 0..100_000u32 {
+            assert_eq!(s.insert(i.to_string()), Some(i));
+        }
+        assert_eq!(s[99_999], "99999");
+        assert_eq!(s.get(100_000), None);
+        assert_eq!(s.iter().count(), 100_000);
+    }
+
+    #[test]
+    fn id_table_matches_hashmap() {
+        // Keys with deliberately colliding hashes (few distinct home buckets)
+        // exercise probe runs and backward shifts.
+        let mut keys: Slab<u64> = Slab::default();
+        let mut t = IdTable::default();
+        let mut model: HashMap<u64, u32> = HashMap::new();
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let h = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 7 & 0x3f;
+        for _ in 0..50_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = x % 300;
+            let found = t.find(h(k), |id| keys[id] == k);
+            assert_eq!(found, model.get(&k).copied());
+            match found {
+                Some(id) if x.is_multiple_of(3) => {
+                    assert!(t.remove(h(k), id, |i| h(keys[i])));
+                    keys.remove(id);
+                    model.remove(&k);
+                }
+                None => {
+                    let id = keys.insert(k).unwrap();
+                    t.insert(h(k), id, |i| h(keys[i]));
+                    model.insert(k, id);
+                }
+                _ => {}
+            }
+            assert_eq!(t.len(), model.len());
+        }
+        for (k, id) in &model {
+            assert_eq!(t.find(h(*k), |i| keys[i] == *k), Some(*id));
+        }
+    }
+}
