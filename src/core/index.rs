@@ -195,8 +195,24 @@ impl<K: Ord + Copy> OrderIndex<K> {
         self.nodes.get(n).is_some()
     }
 
+    /// Point the link to a subtree (`parent`'s left or right child, or the
+    /// root when `parent` is `NIL`) at `child`.
+    fn relink(&mut self, parent: u32, left: bool, child: u32) {
+        if parent == NIL {
+            self.root = child;
+        } else if left {
+            self.nodes[parent].left = child;
+        } else {
+            self.nodes[parent].right = child;
+        }
+    }
+
     /// Insert a new key with its words; returns the node id, or `None` (and
     /// changes nothing) if the key exists or there is no room.
+    ///
+    /// Top-down: descend while the nodes on the path outrank the new node
+    /// (counting it into their sizes), then split the subtree found there
+    /// around the key; that subtree is O(1) nodes expected.
     pub fn insert(&mut self, key: K, val: u32, aux: u32) -> Option<u32> {
         if self.contains(&key) {
             return None;
@@ -209,49 +225,43 @@ impl<K: Ord + Copy> OrderIndex<K> {
             right: NIL,
             size: NonZeroU32::MIN,
         })?;
-        let (a, b) = self.split(self.root, &key);
-        let left = self.merge(a, id);
-        self.root = self.merge(left, b);
+        let p = self.prio(id);
+        let (mut parent, mut left, mut cur) = (NIL, false, self.root);
+        while cur != NIL && self.prio(cur) > p {
+            let node = &mut self.nodes[cur];
+            node.size = node.size.saturating_add(1);
+            parent = cur;
+            left = key < node.key;
+            cur = if left { node.left } else { node.right };
+        }
+        let (l, r) = self.split(cur, &key);
+        let node = &mut self.nodes[id];
+        node.left = l;
+        node.right = r;
+        self.fix(id);
+        self.relink(parent, left, id);
         Some(id)
     }
 
-    /// Remove node `n`; returns its key and words.
+    /// Remove node `n`; returns its key and words. One descent: sizes on
+    /// the path shrink on the way down, then the node's two subtrees are
+    /// merged in its place (O(1) nodes expected).
     pub fn remove(&mut self, n: u32) -> Option<(K, u32, u32)> {
         let key = self.nodes.get(n)?.key;
-        let mut parent = NIL;
-        let mut m = self.root;
-        while m != NIL && m != n {
-            let node = &self.nodes[m];
-            parent = m;
-            m = if key < node.key {
-                node.left
-            } else {
-                node.right
-            };
-        }
-        if m != n {
+        if self.find(&key) != Some(n) {
             return None;
+        }
+        let (mut parent, mut left, mut cur) = (NIL, false, self.root);
+        while cur != n {
+            let node = &mut self.nodes[cur];
+            node.size = NonZeroU32::new(node.size.get() - 1).unwrap_or(NonZeroU32::MIN);
+            parent = cur;
+            left = key < node.key;
+            cur = if left { node.left } else { node.right };
         }
         let (l, r) = (self.nodes[n].left, self.nodes[n].right);
         let merged = self.merge(l, r);
-        if parent == NIL {
-            self.root = merged;
-        } else if self.nodes[parent].left == n {
-            self.nodes[parent].left = merged;
-        } else {
-            self.nodes[parent].right = merged;
-        }
-        // Walk from the root down to the parent, shrinking sizes on the path.
-        let mut m = self.root;
-        while m != NIL && m != merged {
-            let node = &mut self.nodes[m];
-            node.size = NonZeroU32::new(node.size.get() - 1).unwrap_or(NonZeroU32::MIN);
-            m = match key.cmp(&node.key) {
-                Ordering::Less => node.left,
-                Ordering::Greater => node.right,
-                Ordering::Equal => NIL,
-            };
-        }
+        self.relink(parent, left, merged);
         let node = self.nodes.remove(n)?;
         Some((node.key, node.val, node.aux))
     }

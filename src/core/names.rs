@@ -54,7 +54,10 @@ impl PackedName {
         } else {
             "user."
         };
-        Some(format!("{kind}{id}"))
+        let mut s = String::with_capacity(kind.len() + id.len());
+        s.push_str(kind);
+        s.push_str(id);
+        Some(s)
     }
 }
 
