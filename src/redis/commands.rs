@@ -9,7 +9,7 @@ use redis_module::{Context, NotifyEvent, RedisError, RedisString};
 
 use super::args::{err, is_kw, parse_ms, Options};
 use super::datatype::QUEUE_TYPE;
-use super::ffi::{self, now_ms, signal_ready, Arg};
+use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
 use super::reply::{self, Fields, Reply};
 use super::settings;
 use super::CmdResult;
@@ -117,10 +117,14 @@ pub(crate) fn read_queue<T>(
 
 pub(crate) fn replicate_created_order(ctx: &Context, name: &RedisString, order: Option<Order>) {
     if let Some(order) = order {
-        let o = order.name().as_bytes();
-        ctx.replicate(
-            "ORCA.SETTINGS",
-            &[name.as_slice(), b"ORDER".as_slice(), o][..],
+        ffi::replicate(
+            ctx,
+            c"ORCA.SETTINGS",
+            &[
+                Arg::S(name),
+                Arg::K(Kw::Order),
+                Arg::B(order.name().as_bytes()),
+            ],
         );
     }
 }
@@ -172,7 +176,7 @@ fn put(ctx: &Context, args: Vec<RedisString>, kind: PutKind) -> CmdResult {
     ffi::replicate(
         ctx,
         cmd,
-        &[Arg::S(name), Arg::S(json), Arg::B(b"NOW"), Arg::I(now)],
+        &[Arg::S(name), Arg::S(json), Arg::K(Kw::Now), Arg::I(now)],
     );
     if created {
         stats::add(&stats::ENQUEUED, 1);
@@ -258,20 +262,21 @@ pub fn move_job(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
         Ok(reply::job(&info).build())
     })?;
     let reply = reply.ok_or_else(|| core_err(QueueError::NoSuchJob))?;
-    let (pin_name, pin_value): (&[u8], String) = if release {
-        (b"NOW", now.to_string())
+    let (pin_name, pin_value) = if release {
+        (Kw::Now, now)
     } else {
-        (b"BUFFER", buffer.to_string())
+        (Kw::Buffer, buffer)
     };
-    ctx.replicate(
-        "ORCA.MOVE",
+    ffi::replicate(
+        ctx,
+        c"ORCA.MOVE",
         &[
-            name.as_slice(),
-            args[2].as_slice(),
-            args[3].as_slice(),
-            pin_name,
-            pin_value.as_bytes(),
-        ][..],
+            Arg::S(name),
+            Arg::S(&args[2]),
+            Arg::S(&args[3]),
+            Arg::K(pin_name),
+            Arg::I(pin_value),
+        ],
     );
     notify(
         ctx,

@@ -150,49 +150,131 @@ pub fn send(ctx: &Context, r: &super::reply::Reply) {
     }
 }
 
+/// Keywords of replicated commands. Each is created once as a Redis string
+/// and shared by every replicated command (Redis strings are reference
+/// counted; a propagated command takes its own reference).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kw {
+    Now,
+    Lease,
+    Count,
+    MaxAttempts,
+    Delay,
+    Ttl,
+    Result,
+    Buffer,
+    Requeue,
+    Order,
+}
+
+impl Kw {
+    const COUNT: usize = 10;
+
+    pub fn text(self) -> &'static str {
+        match self {
+            Kw::Now => "NOW",
+            Kw::Lease => "LEASE",
+            Kw::Count => "COUNT",
+            Kw::MaxAttempts => "MAXATTEMPTS",
+            Kw::Delay => "DELAY",
+            Kw::Ttl => "TTL",
+            Kw::Result => "RESULT",
+            Kw::Buffer => "BUFFER",
+            Kw::Requeue => "REQUEUE",
+            Kw::Order => "ORDER",
+        }
+    }
+}
+
+thread_local! {
+    /// The keyword strings made so far (NULL: not yet). Commands, timers
+    /// and replication all run on Redis's main thread.
+    static KEYWORDS: [std::cell::Cell<*mut raw::RedisModuleString>; Kw::COUNT] =
+        const { [const { std::cell::Cell::new(std::ptr::null_mut()) }; Kw::COUNT] };
+}
+
+/// The shared string of `k` (NULL only if Redis lacks the API).
+fn keyword(k: Kw) -> *mut raw::RedisModuleString {
+    KEYWORDS.with(|cells| {
+        let Some(cell) = cells.get(k as usize) else {
+            return std::ptr::null_mut();
+        };
+        if cell.get().is_null() {
+            let t = k.text();
+            // SAFETY: a NULL context makes a string the module owns; this one
+            // is kept (never freed) for the life of the process.
+            if let Some(f) = unsafe { raw::RedisModule_CreateString } {
+                cell.set(unsafe { f(std::ptr::null_mut(), t.as_ptr().cast(), t.len()) });
+            }
+        }
+        cell.get()
+    })
+}
+
 /// An argument of a replicated command.
 pub enum Arg<'a> {
     /// A client's argument, passed on without copying (Redis takes a reference).
     S(&'a redis_module::RedisString),
+    /// A keyword (`NOW`, `LEASE`, ...), shared, never copied.
+    K(Kw),
+    /// Bytes, copied into a new string.
     B(&'a [u8]),
+    /// An integer in decimal.
     I(i64),
 }
 
+/// Arguments a replicated command has at most without a heap array.
+const INLINE_ARGS: usize = 12;
+
 /// Replicate `cmd args...` to replicas and the AOF. Unlike the wrapper
-/// crate's `replicate`, big client arguments (payloads) are not copied.
+/// crate's `replicate`, client arguments (payloads) and keywords are not
+/// copied, integers are formatted by Redis, and no heap array is built.
 pub fn replicate(ctx: &Context, cmd: &std::ffi::CStr, args: &[Arg]) {
-    let mut owned = Vec::new();
-    let mut ptrs = Vec::with_capacity(args.len());
-    for a in args {
-        match a {
-            Arg::S(s) => ptrs.push(s.inner),
-            Arg::B(b) => {
-                let s = ctx.create_string(*b);
-                ptrs.push(s.inner);
-                owned.push(s);
+    let c = ctx.ctx;
+    let mut inline = [std::ptr::null_mut::<raw::RedisModuleString>(); INLINE_ARGS];
+    let mut heap = Vec::new();
+    let ptrs: &mut [*mut raw::RedisModuleString] = match inline.get_mut(..args.len()) {
+        Some(p) => p,
+        None => {
+            heap.resize(args.len(), std::ptr::null_mut());
+            &mut heap
+        }
+    };
+    for (p, a) in ptrs.iter_mut().zip(args) {
+        // SAFETY: valid context from Redis; buffers are passed with their
+        // lengths. Strings made here are freed below.
+        *p = unsafe {
+            match a {
+                Arg::S(s) => s.inner,
+                Arg::K(k) => keyword(*k),
+                Arg::B(b) => match raw::RedisModule_CreateString {
+                    Some(f) => f(c, b.as_ptr().cast(), b.len()),
+                    None => std::ptr::null_mut(),
+                },
+                Arg::I(i) => match raw::RedisModule_CreateStringFromLongLong {
+                    Some(f) => f(c, *i),
+                    None => std::ptr::null_mut(),
+                },
             }
-            Arg::I(i) => {
-                let s = ctx.create_string(i.to_string());
-                ptrs.push(s.inner);
-                owned.push(s);
+        };
+    }
+    // SAFETY: "v" takes an array of RedisModuleString pointers and its
+    // length; Redis increments their reference counts, so freeing ours
+    // afterwards is fine. Never called with a NULL string.
+    unsafe {
+        if let Some(f) = raw::RedisModule_Replicate {
+            if ptrs.iter().all(|p| !p.is_null()) {
+                f(c, cmd.as_ptr(), c"v".as_ptr(), ptrs.as_ptr(), ptrs.len());
+            }
+        }
+        if let Some(free) = raw::RedisModule_FreeString {
+            for (p, a) in ptrs.iter().zip(args) {
+                if matches!(a, Arg::B(_) | Arg::I(_)) && !p.is_null() {
+                    free(c, *p);
+                }
             }
         }
     }
-    // SAFETY: "v" takes an array of RedisModuleString pointers and its
-    // length; Redis increments their reference counts, so dropping `owned`
-    // afterwards is fine.
-    if let Some(f) = unsafe { raw::RedisModule_Replicate } {
-        unsafe {
-            f(
-                ctx.ctx,
-                cmd.as_ptr(),
-                c"v".as_ptr(),
-                ptrs.as_ptr(),
-                ptrs.len(),
-            )
-        };
-    }
-    drop(owned);
 }
 
 unsafe extern "C" fn on_swapdb(

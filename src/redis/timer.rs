@@ -15,7 +15,7 @@ use std::time::Duration;
 use redis_module::{Context, ContextFlags, NotifyEvent, RedisString};
 
 use super::datatype::QUEUE_TYPE;
-use super::ffi::{now_ms, select_db, selected_db, signal_ready};
+use super::ffi::{now_ms, select_db, selected_db, signal_ready, Arg, Kw};
 use super::settings;
 use crate::core::{Queue, TickReport};
 
@@ -177,17 +177,16 @@ fn tick_due(ctx: &Context) {
         drop(key);
         track_raw(db, &name, next);
         if report.changed() {
-            let now_s = now.to_string();
-            let max_s = max_attempts.to_string();
-            ctx.replicate(
-                "ORCA.TICK",
+            super::ffi::replicate(
+                ctx,
+                c"ORCA.TICK",
                 &[
-                    name.as_slice(),
-                    b"NOW".as_slice(),
-                    now_s.as_bytes(),
-                    b"MAXATTEMPTS".as_slice(),
-                    max_s.as_bytes(),
-                ][..],
+                    Arg::S(&key_name),
+                    Arg::K(Kw::Now),
+                    Arg::I(now),
+                    Arg::K(Kw::MaxAttempts),
+                    Arg::I(max_attempts),
+                ],
             );
             publish(ctx, &key_name, &report);
         }
