@@ -223,40 +223,132 @@ pub enum Arg<'a> {
     I(i64),
 }
 
+/// How many recently replicated integers are kept as shared strings.
+const INT_SLOTS: usize = 8;
+
+/// Recently replicated integers as shared strings: the values of `LEASE`,
+/// `COUNT`, `MAXATTEMPTS` and `NOW` (within a millisecond) repeat from one
+/// command to the next. Each slot holds one reference to its string; the
+/// least recently used slot is reused, never one the running `replicate`
+/// call has handed out.
+struct IntStrings {
+    /// (value, string or NULL, last call that used it)
+    slots: [(i64, *mut raw::RedisModuleString, u64); INT_SLOTS],
+    call: u64,
+}
+
+thread_local! {
+    static INTS: std::cell::RefCell<IntStrings> = const {
+        std::cell::RefCell::new(IntStrings {
+            slots: [(0, std::ptr::null_mut(), 0); INT_SLOTS],
+            call: 0,
+        })
+    };
+}
+
+impl IntStrings {
+    /// The shared string of `v` (NULL if none can be had).
+    fn get(&mut self, v: i64) -> *mut raw::RedisModuleString {
+        let call = self.call;
+        if let Some(s) = self.slots.iter_mut().find(|s| s.0 == v && !s.1.is_null()) {
+            s.2 = call;
+            return s.1;
+        }
+        let Some(slot) = self
+            .slots
+            .iter_mut()
+            .filter(|s| s.2 != call)
+            .min_by_key(|s| s.2)
+        else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: a NULL context makes a string the module owns (this
+        // slot's reference). The string it replaces is not among the
+        // running call's arguments (its slot was not used by this call),
+        // and Redis holds its own references to the strings of commands it
+        // has yet to propagate, so dropping ours is fine.
+        unsafe {
+            let (Some(create), Some(free)) = (
+                raw::RedisModule_CreateStringFromLongLong,
+                raw::RedisModule_FreeString,
+            ) else {
+                return std::ptr::null_mut();
+            };
+            let s = create(std::ptr::null_mut(), v);
+            if !slot.1.is_null() {
+                free(std::ptr::null_mut(), slot.1);
+            }
+            *slot = (v, s, call);
+            s
+        }
+    }
+}
+
 /// Arguments a replicated command has at most without a heap array.
 const INLINE_ARGS: usize = 12;
 
 /// Replicate `cmd args...` to replicas and the AOF. Unlike the wrapper
 /// crate's `replicate`, client arguments (payloads) and keywords are not
-/// copied, integers are formatted by Redis, and no heap array is built.
+/// copied, recent integers are reused, and no heap array is built.
 pub fn replicate(ctx: &Context, cmd: &std::ffi::CStr, args: &[Arg]) {
-    let c = ctx.ctx;
-    let mut inline = [std::ptr::null_mut::<raw::RedisModuleString>(); INLINE_ARGS];
-    let mut heap = Vec::new();
-    let ptrs: &mut [*mut raw::RedisModuleString] = match inline.get_mut(..args.len()) {
-        Some(p) => p,
-        None => {
-            heap.resize(args.len(), std::ptr::null_mut());
-            &mut heap
+    let run = |ints: Option<&mut IntStrings>| replicate_with(ctx, cmd, args, ints);
+    let done = INTS.try_with(|cell| match cell.try_borrow_mut() {
+        Ok(mut ints) => {
+            ints.call = ints.call.wrapping_add(1);
+            run(Some(&mut ints))
         }
-    };
-    for (p, a) in ptrs.iter_mut().zip(args) {
-        // SAFETY: valid context from Redis; buffers are passed with their
-        // lengths. Strings made here are freed below.
-        *p = unsafe {
-            match a {
-                Arg::S(s) => s.inner,
-                Arg::K(k) => keyword(*k),
-                Arg::B(b) => match raw::RedisModule_CreateString {
-                    Some(f) => f(c, b.as_ptr().cast(), b.len()),
-                    None => std::ptr::null_mut(),
-                },
-                Arg::I(i) => match raw::RedisModule_CreateStringFromLongLong {
-                    Some(f) => f(c, *i),
-                    None => std::ptr::null_mut(),
-                },
+        Err(_) => run(None),
+    });
+    if done.is_err() {
+        run(None);
+    }
+}
+
+fn replicate_with(
+    ctx: &Context,
+    cmd: &std::ffi::CStr,
+    args: &[Arg],
+    mut ints: Option<&mut IntStrings>,
+) {
+    let c = ctx.ctx;
+    let n = args.len();
+    let mut inline = [std::ptr::null_mut::<raw::RedisModuleString>(); INLINE_ARGS];
+    let mut inline_owned = [false; INLINE_ARGS];
+    let (mut heap, mut heap_owned) = (Vec::new(), Vec::new());
+    let (ptrs, owned): (&mut [*mut raw::RedisModuleString], &mut [bool]) =
+        match (inline.get_mut(..n), inline_owned.get_mut(..n)) {
+            (Some(p), Some(o)) => (p, o),
+            _ => {
+                heap.resize(n, std::ptr::null_mut());
+                heap_owned.resize(n, false);
+                (&mut heap, &mut heap_owned)
             }
         };
+    for ((p, o), a) in ptrs.iter_mut().zip(owned.iter_mut()).zip(args) {
+        *p = match a {
+            Arg::S(s) => s.inner,
+            Arg::K(k) => keyword(*k),
+            Arg::I(i) => ints
+                .as_deref_mut()
+                .map_or(std::ptr::null_mut(), |c| c.get(*i)),
+            Arg::B(_) => std::ptr::null_mut(),
+        };
+        if p.is_null() && matches!(a, Arg::B(_) | Arg::I(_)) {
+            // SAFETY: valid context from Redis; buffers are passed with
+            // their lengths. Freed below.
+            *p = unsafe {
+                match (
+                    a,
+                    raw::RedisModule_CreateString,
+                    raw::RedisModule_CreateStringFromLongLong,
+                ) {
+                    (Arg::B(b), Some(f), _) => f(c, b.as_ptr().cast(), b.len()),
+                    (Arg::I(i), _, Some(f)) => f(c, *i),
+                    _ => std::ptr::null_mut(),
+                }
+            };
+            *o = true;
+        }
     }
     // SAFETY: "v" takes an array of RedisModuleString pointers and its
     // length; Redis increments their reference counts, so freeing ours
@@ -268,8 +360,8 @@ pub fn replicate(ctx: &Context, cmd: &std::ffi::CStr, args: &[Arg]) {
             }
         }
         if let Some(free) = raw::RedisModule_FreeString {
-            for (p, a) in ptrs.iter().zip(args) {
-                if matches!(a, Arg::B(_) | Arg::I(_)) && !p.is_null() {
+            for (p, o) in ptrs.iter().zip(owned.iter()) {
+                if *o && !p.is_null() {
                     free(c, *p);
                 }
             }
