@@ -10,12 +10,14 @@ use redis_module::{Context, NotifyEvent, RedisError, RedisString};
 use super::args::{err, is_kw, parse_ms, Options};
 use super::datatype::QUEUE_TYPE;
 use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
-use super::reply::{self, Fields, Reply};
+use super::reply::{self, Fields, Reply, Val};
 use super::settings;
 use super::CmdResult;
 use super::{stats, timer};
 use crate::core::config::parse_config_limited;
-use crate::core::{decode_key, JobKey, Move, Order, Queue, QueueError, State};
+use std::borrow::Cow;
+
+use crate::core::{decode_key, JobInfo, JobKey, Move, Order, Queue, QueueError, State};
 
 /// Refuse a payload (config or result) over `orca.max-payload-bytes`.
 pub(crate) fn check_payload(len: usize, what: &str) -> Result<(), RedisError> {
@@ -153,7 +155,7 @@ fn put(ctx: &Context, args: Vec<RedisString>, kind: PutKind) -> CmdResult {
     }
     let cfg = parse_config_limited(json.as_slice(), &limits_for(client)).map_err(core_err)?;
     let payload = json.as_slice();
-    let (reply, order) = write_queue(ctx, name, true, |q| {
+    let (job, order) = write_queue(ctx, name, true, |q| {
         if client {
             check_room(q, &cfg.job_key)?;
         }
@@ -162,12 +164,9 @@ fn put(ctx: &Context, args: Vec<RedisString>, kind: PutKind) -> CmdResult {
             PutKind::Immediate => q.put_immediate(&cfg, payload, now),
         }
         .map_err(core_err)?;
-        Ok((
-            reply::job(&info).int("created", created as i64).build(),
-            created,
-        ))
+        Ok((detach(&info, payload, cfg.collation.as_deref()), created))
     })?;
-    let (reply, created) = reply.ok_or_else(|| err("queue missing"))?;
+    let (info, created) = job.ok_or_else(|| err("queue missing"))?;
     replicate_created_order(ctx, name, order);
     let cmd = match kind {
         PutKind::Enqueue => c"ORCA.ENQUEUE",
@@ -188,7 +187,37 @@ fn put(ctx: &Context, args: Vec<RedisString>, kind: PutKind) -> CmdResult {
     };
     notify(ctx, event, name);
     signal_ready(ctx, name);
-    Ok(reply)
+    // Last: nothing may fail or reply after this.
+    reply::write_job(
+        &mut ffi::Client::new(ctx),
+        &info,
+        &mut [("created", Val::Int(created as i64))],
+    );
+    Ok(Reply::Sent)
+}
+
+/// The reply's view of a job just put, borrowing the client's arguments
+/// instead of the queue (which the reply outlives): the stored payload is
+/// the one given, the collation the config's unless the job kept an
+/// earlier one. Only what differs is copied.
+fn detach<'a>(info: &JobInfo<'_>, payload: &'a [u8], collation: Option<&'a str>) -> JobInfo<'a> {
+    JobInfo {
+        key: info.key,
+        collation: info.collation.as_deref().map(|c| match collation {
+            Some(given) if given == c => Cow::Borrowed(given),
+            _ => Cow::Owned(c.to_owned()),
+        }),
+        immediate: info.immediate,
+        nonce: info.nonce,
+        created_at: info.created_at,
+        release_at: info.release_at,
+        attempts: info.attempts,
+        payload: if *info.payload == *payload {
+            Cow::Borrowed(payload)
+        } else {
+            Cow::Owned(info.payload.to_vec())
+        },
+    }
 }
 
 /// `ORCA.ENQUEUE <queue> <config-json> [NOW <ms>]`
@@ -328,7 +357,7 @@ pub fn check(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
         q.check()
             .map_err(|e| RedisError::String(format!("ERR queue invariant broken: {e}")))
     })?;
-    Ok(Reply::Status("OK"))
+    Ok(Reply::Status(c"OK"))
 }
 
 /// `ORCA.STATUS <queue> <orca-key>`

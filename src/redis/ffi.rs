@@ -108,44 +108,57 @@ pub fn register_info(ctx: &Context) {
     }
 }
 
-/// Write a reply to the client of `ctx`.
-pub fn send(ctx: &Context, r: &super::reply::Reply) {
-    use super::reply::Reply;
-    use std::os::raw::c_long;
-    let c = ctx.ctx;
-    // SAFETY: valid context from Redis; buffers are passed with their
-    // lengths and live across each call.
-    unsafe {
-        match r {
-            Reply::Int(v) => {
-                raw::RedisModule_ReplyWithLongLong.map(|f| f(c, *v));
-            }
-            Reply::Bulk(b) => {
-                raw::RedisModule_ReplyWithStringBuffer.map(|f| f(c, b.as_ptr().cast(), b.len()));
-            }
-            Reply::Status(s) => {
-                // Static ASCII without NUL: the text plus a terminator.
-                let text = std::ffi::CString::new(*s).unwrap_or_default();
-                raw::RedisModule_ReplyWithSimpleString.map(|f| f(c, text.as_ptr()));
-            }
-            Reply::Null => {
-                raw::RedisModule_ReplyWithNull.map(|f| f(c));
-            }
-            Reply::Map(fields) => {
-                raw::RedisModule_ReplyWithMap.map(|f| f(c, fields.len() as c_long));
-                for (k, v) in fields {
-                    raw::RedisModule_ReplyWithStringBuffer
-                        .map(|f| f(c, k.as_ptr().cast(), k.len()));
-                    send(ctx, v);
-                }
-            }
-            Reply::Array(items) => {
-                raw::RedisModule_ReplyWithArray.map(|f| f(c, items.len() as c_long));
-                for v in items {
-                    send(ctx, v);
-                }
-            }
-            Reply::Blocked => {}
+/// The client of a command context, as a reply sink.
+pub struct Client(*mut raw::RedisModuleCtx);
+
+impl Client {
+    pub fn new(ctx: &Context) -> Self {
+        Client(ctx.ctx)
+    }
+}
+
+impl super::reply::Sink for Client {
+    fn map(&mut self, len: usize) {
+        // SAFETY: a valid context from Redis; Redis copies what it is given.
+        if let Some(f) = unsafe { raw::RedisModule_ReplyWithMap } {
+            unsafe { f(self.0, len as std::os::raw::c_long) };
+        }
+    }
+
+    fn array(&mut self, len: usize) {
+        // SAFETY: a valid context from Redis; Redis copies what it is given.
+        if let Some(f) = unsafe { raw::RedisModule_ReplyWithArray } {
+            unsafe { f(self.0, len as std::os::raw::c_long) };
+        }
+    }
+
+    fn bulk(&mut self, b: &[u8]) {
+        // SAFETY: a valid context from Redis; the buffer is passed with its
+        // length and Redis copies it.
+        if let Some(f) = unsafe { raw::RedisModule_ReplyWithStringBuffer } {
+            unsafe { f(self.0, b.as_ptr().cast(), b.len()) };
+        }
+    }
+
+    fn int(&mut self, v: i64) {
+        // SAFETY: a valid context from Redis; Redis copies what it is given.
+        if let Some(f) = unsafe { raw::RedisModule_ReplyWithLongLong } {
+            unsafe { f(self.0, v) };
+        }
+    }
+
+    fn null(&mut self) {
+        // SAFETY: a valid context from Redis; Redis copies what it is given.
+        if let Some(f) = unsafe { raw::RedisModule_ReplyWithNull } {
+            unsafe { f(self.0) };
+        }
+    }
+
+    fn status(&mut self, s: &'static std::ffi::CStr) {
+        // SAFETY: a valid context from Redis; a NUL-terminated string that
+        // Redis copies.
+        if let Some(f) = unsafe { raw::RedisModule_ReplyWithSimpleString } {
+            unsafe { f(self.0, s.as_ptr()) };
         }
     }
 }

@@ -14,16 +14,7 @@ use super::reply::{self, Fields, Reply};
 use super::settings;
 use super::CmdResult;
 use super::{stats, timer};
-use crate::core::{Delivery, NackOutcome, QueueError};
-
-fn delivery_reply(d: &Delivery) -> Reply {
-    let f = reply::job(&d.job).int("attempt", d.job.attempts as i64);
-    match d.lease {
-        Some((token, deadline)) => f.str("lease", token.to_string()).int("deadline", deadline),
-        None => f.value("lease", Reply::Null).value("deadline", Reply::Null),
-    }
-    .build()
-}
+use crate::core::{NackOutcome, QueueError};
 
 fn lease_arg(arg: &RedisString) -> Result<u64, RedisError> {
     match parse_int(arg, "lease") {
@@ -102,15 +93,13 @@ fn try_pop(ctx: &Context, name: &RedisString, p: &PopArgs) -> Result<Option<Repl
     let policy = settings::policy(Some(p.max_attempts));
     let count = p.count.unwrap_or(1) as usize;
     let (res, _) = write_queue(ctx, name, false, |q| {
-        let (ds, report) = q
-            .pop_deliveries(now, p.lease, count, &policy)
-            .map_err(core_err)?;
-        Ok((ds.iter().map(delivery_reply).collect::<Vec<_>>(), report))
+        q.pop_deliveries(now, p.lease, count, &policy)
+            .map_err(core_err)
     })?;
-    let Some((replies, report)) = res else {
+    let Some((ds, report)) = res else {
         return Ok(None);
     };
-    if !replies.is_empty() || report.changed() {
+    if !ds.is_empty() || report.changed() {
         ffi::replicate(
             ctx,
             c"ORCA.POP",
@@ -128,15 +117,14 @@ fn try_pop(ctx: &Context, name: &RedisString, p: &PopArgs) -> Result<Option<Repl
         );
         timer::publish(ctx, name, &report);
     }
-    if replies.is_empty() {
+    if ds.is_empty() {
         return Ok(None);
     }
-    stats::add(&stats::POPPED, replies.len());
+    stats::add(&stats::POPPED, ds.len());
     notify(ctx, "orca.pop", name);
-    Ok(Some(if p.count.is_some() {
-        Reply::Array(replies)
-    } else {
-        replies.into_iter().next().unwrap_or(Reply::Null)
+    Ok(Some(Reply::Deliveries {
+        ds,
+        array: p.count.is_some(),
     }))
 }
 
