@@ -5,7 +5,7 @@
 //! replicates a form with that value pinned (`NOW <ms>`, `BUFFER <ms>`,
 //! `ORCA.SETTINGS ... ORDER`), so replicas and AOF replay reach the same state.
 
-use redis_module::{Context, NotifyEvent, RedisError, RedisString};
+use redis_module::{Context, RedisError, RedisString};
 
 use super::args::{err, is_kw, parse_ms, Options};
 use super::datatype::QUEUE_TYPE;
@@ -57,8 +57,8 @@ pub(crate) fn core_err(e: QueueError) -> RedisError {
     err(e.to_string())
 }
 
-pub(crate) fn notify(ctx: &Context, event: &str, key: &RedisString) {
-    ctx.notify_keyspace_event(NotifyEvent::MODULE, event, key);
+pub(crate) fn notify(ctx: &Context, event: &std::ffi::CStr, key: &RedisString) {
+    ffi::notify(ctx, event, key);
 }
 
 fn order_arg(arg: &RedisString) -> Result<Order, RedisError> {
@@ -181,9 +181,9 @@ fn put(ctx: &Context, args: Vec<RedisString>, kind: PutKind) -> CmdResult {
         stats::add(&stats::ENQUEUED, 1);
     }
     let event = match (kind, created) {
-        (_, false) => "orca.update",
-        (PutKind::Enqueue, true) => "orca.enqueue",
-        (PutKind::Immediate, true) => "orca.immediate",
+        (_, false) => c"orca.update",
+        (PutKind::Enqueue, true) => c"orca.enqueue",
+        (PutKind::Immediate, true) => c"orca.immediate",
     };
     notify(ctx, event, name);
     signal_ready(ctx, name);
@@ -254,7 +254,7 @@ pub fn reenqueue(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     })?;
     replicate_created_order(ctx, name, order);
     ctx.replicate_verbatim();
-    notify(ctx, "orca.reenqueue", name);
+    notify(ctx, c"orca.reenqueue", name);
     signal_ready(ctx, name);
     reply.ok_or_else(|| err("queue missing"))
 }
@@ -310,9 +310,9 @@ pub fn move_job(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     notify(
         ctx,
         if release {
-            "orca.release"
+            c"orca.release"
         } else {
-            "orca.delay"
+            c"orca.delay"
         },
         name,
     );
@@ -334,7 +334,7 @@ pub fn delete(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     let removed = removed.unwrap_or(false);
     if removed {
         ctx.replicate_verbatim();
-        notify(ctx, "orca.delete", name);
+        notify(ctx, c"orca.delete", name);
     }
     Ok(Reply::Int(removed as i64))
 }
@@ -445,7 +445,7 @@ pub fn queue_settings(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
                 Ok(settings_reply(q))
             })?;
             ctx.replicate_verbatim();
-            notify(ctx, "orca.settings", name);
+            notify(ctx, c"orca.settings", name);
             reply.ok_or_else(|| err("queue missing"))
         }
     }
@@ -485,7 +485,7 @@ pub fn import(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
         }
     }
     ctx.replicate_verbatim();
-    notify(ctx, "orca.import", name);
+    notify(ctx, c"orca.import", name);
     signal_ready(ctx, name);
     Ok(Reply::Int(n as i64))
 }

@@ -38,6 +38,23 @@ pub fn select_db(ctx: &Context, db: i32) -> bool {
     }
 }
 
+/// A module keyspace event (`orca.*`) on `key`. Unlike the wrapper crate's
+/// `notify_keyspace_event`, the event name is not copied into a CString.
+pub fn notify(ctx: &Context, event: &std::ffi::CStr, key: &redis_module::RedisString) {
+    // SAFETY: valid context and key string from Redis; a NUL-terminated
+    // event name that Redis reads during the call.
+    if let Some(f) = unsafe { raw::RedisModule_NotifyKeyspaceEvent } {
+        unsafe {
+            f(
+                ctx.ctx,
+                redis_module::NotifyEvent::MODULE.bits(),
+                event.as_ptr(),
+                key.inner,
+            )
+        };
+    }
+}
+
 /// Wake clients blocked on `key` (a blocking `ORCA.POP`).
 pub fn signal_ready(ctx: &Context, key: &redis_module::RedisString) {
     // SAFETY: valid context and key string from Redis.
@@ -413,7 +430,8 @@ pub fn subscribe_swapdb(ctx: &Context) -> bool {
 
 unsafe extern "C" fn pause_filter(f: *mut raw::RedisModuleCommandFilterCtx) {
     let _ = std::panic::catch_unwind(|| {
-        // SAFETY: the filter context Redis passed; arguments are read, not kept.
+        // SAFETY: the filter context Redis passed; arguments are read, not
+        // kept (the slices do not outlive this callback).
         let (Some(count), Some(get)) =
             (unsafe { raw::RedisModule_CommandFilterArgsCount }, unsafe {
                 raw::RedisModule_CommandFilterArgGet
@@ -422,45 +440,42 @@ unsafe extern "C" fn pause_filter(f: *mut raw::RedisModuleCommandFilterCtx) {
             return;
         };
         let n = unsafe { count(f) };
-        let arg = |i: i32| -> Vec<u8> {
+        // Runs before every command: no allocation, case-insensitive compares.
+        let arg = |i: i32| -> &[u8] {
             if i >= n {
-                return Vec::new();
+                return &[];
             }
             let s = unsafe { get(f, i) };
             if s.is_null() {
-                Vec::new()
+                &[]
             } else {
-                redis_module::RedisString::string_as_slice(s).to_ascii_uppercase()
+                redis_module::RedisString::string_as_slice(s)
             }
         };
-        let cmd = arg(0);
-        if cmd == b"CLIENT" {
-            match arg(1).as_slice() {
-                b"PAUSE" => {
-                    let ms = std::str::from_utf8(&arg(2))
-                        .ok()
-                        .and_then(|t| t.parse::<i64>().ok())
-                        .unwrap_or(0);
-                    super::timer::paused_for(ms);
-                }
-                b"UNPAUSE" => super::timer::paused_for(0),
-                _ => {}
+        let is = |i: i32, kw: &str| arg(i).eq_ignore_ascii_case(kw.as_bytes());
+        let num = |i: i32| {
+            std::str::from_utf8(arg(i))
+                .ok()
+                .and_then(|t| t.parse::<i64>().ok())
+        };
+        if is(0, "CLIENT") {
+            if is(1, "PAUSE") {
+                super::timer::paused_for(num(2).unwrap_or(0));
+            } else if is(1, "UNPAUSE") {
+                super::timer::paused_for(0);
             }
-        } else if cmd == b"SHUTDOWN" {
+        } else if is(0, "SHUTDOWN") {
             // A master waiting for its replicas before shutting down pauses
             // writes (up to shutdown-timeout); ABORT cancels the shutdown.
-            let abort = (1..n).any(|i| arg(i) == b"ABORT");
+            let abort = (1..n).any(|i| is(i, "ABORT"));
             super::timer::paused_for(if abort { 0 } else { i64::MAX / 4 });
-        } else if cmd == b"FAILOVER" {
+        } else if is(0, "FAILOVER") {
             // FAILOVER pauses writes while it hands over (until done or its
             // TIMEOUT); the server then is a replica and its timer idles.
             let mut ms = 60_000;
             for i in 1..n {
-                if arg(i) == b"TIMEOUT" {
-                    if let Some(t) = std::str::from_utf8(&arg(i + 1))
-                        .ok()
-                        .and_then(|t| t.parse().ok())
-                    {
+                if is(i, "TIMEOUT") {
+                    if let Some(t) = num(i + 1) {
                         ms = t;
                     }
                 }

@@ -110,13 +110,13 @@ pub fn publish(ctx: &Context, key: &RedisString, r: &TickReport) {
     super::stats::add(&super::stats::RETRIED, r.retried);
     super::stats::add(&super::stats::DIED, r.died);
     if r.expired > 0 {
-        ctx.notify_keyspace_event(NotifyEvent::MODULE, "orca.expire", key);
+        super::ffi::notify(ctx, c"orca.expire", key);
     }
     if r.retried > 0 {
-        ctx.notify_keyspace_event(NotifyEvent::MODULE, "orca.retry", key);
+        super::ffi::notify(ctx, c"orca.retry", key);
     }
     if r.died > 0 {
-        ctx.notify_keyspace_event(NotifyEvent::MODULE, "orca.dead", key);
+        super::ffi::notify(ctx, c"orca.dead", key);
     }
     if r.requeued() {
         signal_ready(ctx, key);

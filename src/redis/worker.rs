@@ -121,7 +121,7 @@ fn try_pop(ctx: &Context, name: &RedisString, p: &PopArgs) -> Result<Option<Repl
         return Ok(None);
     }
     stats::add(&stats::POPPED, ds.len());
-    notify(ctx, "orca.pop", name);
+    notify(ctx, c"orca.pop", name);
     Ok(Some(Reply::Deliveries {
         ds,
         array: p.count.is_some(),
@@ -232,7 +232,7 @@ pub fn ack(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
         ),
     }
     stats::add(&stats::ACKED, 1);
-    notify(ctx, "orca.ack", name);
+    notify(ctx, c"orca.ack", name);
     Ok(Reply::Int(1))
 }
 
@@ -274,7 +274,7 @@ pub fn nack(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
         ],
     );
     stats::add(&stats::NACKED, 1);
-    notify(ctx, "orca.nack", name);
+    notify(ctx, c"orca.nack", name);
     Ok(match outcome {
         NackOutcome::Retry { retry_at, attempts } => {
             if retry_at <= now {
@@ -288,7 +288,7 @@ pub fn nack(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
         }
         NackOutcome::Dead { attempts } => {
             stats::add(&stats::DIED, 1);
-            notify(ctx, "orca.dead", name);
+            notify(ctx, c"orca.dead", name);
             Fields::new()
                 .str("outcome", "dead")
                 .int("attempts", attempts as i64)
@@ -326,7 +326,7 @@ pub fn extend(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
             Arg::I(now),
         ],
     );
-    notify(ctx, "orca.extend", name);
+    notify(ctx, c"orca.extend", name);
     Ok(Reply::Int(deadline))
 }
 
@@ -378,7 +378,7 @@ pub fn dead(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
         let n = n.unwrap_or(0);
         if n > 0 {
             ctx.replicate_verbatim();
-            notify(ctx, "orca.purge", name);
+            notify(ctx, c"orca.purge", name);
         }
         return Ok(Reply::Int(n as i64));
     }
@@ -405,7 +405,7 @@ pub fn dead(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
                 Arg::I(now),
             ],
         );
-        notify(ctx, "orca.requeue", name);
+        notify(ctx, c"orca.requeue", name);
         signal_ready(ctx, name);
         return Ok(r);
     }
