@@ -5,6 +5,8 @@
 //! replicates a form with that value pinned (`NOW <ms>`, `BUFFER <ms>`,
 //! `ORCA.SETTINGS ... ORDER`), so replicas and AOF replay reach the same state.
 
+use std::borrow::Cow;
+
 use redis_module::{Context, RedisError, RedisString};
 
 use super::args::{err, is_kw, parse_ms, Options};
@@ -15,8 +17,6 @@ use super::settings;
 use super::CmdResult;
 use super::{stats, timer};
 use crate::core::config::parse_config_limited;
-use std::borrow::Cow;
-
 use crate::core::{decode_key, JobInfo, JobKey, Move, Order, Queue, QueueError, State};
 
 /// Refuse a payload (config or result) over `orca.max-payload-bytes`.
