@@ -12,20 +12,36 @@ pub fn err(msg: impl Into<String>) -> RedisError {
 
 /// A strict base-10 integer (optional leading '-', no spaces, no '+').
 pub fn parse_int(arg: &RedisString, what: &str) -> Result<i64, RedisError> {
-    let b = arg.as_slice();
-    let ok = !b.is_empty()
-        && b.len() <= 20
-        && b.iter()
-            .enumerate()
-            .all(|(i, c)| c.is_ascii_digit() || (i == 0 && *c == b'-' && b.len() > 1));
-    let parsed = if ok {
-        std::str::from_utf8(b)
-            .ok()
-            .and_then(|s| s.parse::<i64>().ok())
-    } else {
-        None
+    int_of(arg.as_slice()).ok_or_else(|| err(format!("{what} must be an integer")))
+}
+
+/// The value of a strict base-10 integer of at most 20 bytes that fits an
+/// i64 (what `str::parse::<i64>` accepts, less a leading '+').
+fn int_of(b: &[u8]) -> Option<i64> {
+    if b.len() > 20 {
+        return None;
+    }
+    let (neg, digits) = match b {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, b),
     };
-    parsed.ok_or_else(|| err(format!("{what} must be an integer")))
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        let d = i64::from(c - b'0');
+        v = v.checked_mul(10)?;
+        v = if neg {
+            v.checked_sub(d)?
+        } else {
+            v.checked_add(d)?
+        };
+    }
+    Some(v)
 }
 
 /// A time or duration in ms: integer in 0..=2^53-1.
@@ -41,40 +57,47 @@ pub fn is_kw(arg: &RedisString, kw: &str) -> bool {
     arg.as_slice().eq_ignore_ascii_case(kw.as_bytes())
 }
 
+/// Most options a command takes.
+const MAX_OPTIONS: usize = 8;
+
 /// Trailing `NAME value` options. Each allowed option may appear once.
 pub struct Options<'a> {
-    pub values: Vec<(&'static str, &'a RedisString)>,
+    allowed: &'static [&'static str],
+    /// The value of each allowed option, in the order of `allowed`.
+    values: [Option<&'a RedisString>; MAX_OPTIONS],
 }
 
 impl<'a> Options<'a> {
-    pub fn parse(args: &'a [RedisString], allowed: &[&'static str]) -> Result<Self, RedisError> {
-        let mut values: Vec<(&'static str, &'a RedisString)> = Vec::new();
+    pub fn parse(
+        args: &'a [RedisString],
+        allowed: &'static [&'static str],
+    ) -> Result<Self, RedisError> {
+        let mut values = [None; MAX_OPTIONS];
         let mut i = 0;
         while i < args.len() {
-            let name = allowed.iter().find(|n| is_kw(&args[i], n)).ok_or_else(|| {
-                err(format!(
+            let found = allowed.iter().enumerate().find(|(_, n)| is_kw(&args[i], n));
+            let Some((slot, name)) = found.and_then(|(k, n)| Some((values.get_mut(k)?, n))) else {
+                return Err(err(format!(
                     "unknown option '{}' (allowed: {})",
                     printable(&args[i]),
                     allowed.join(", ")
-                ))
-            })?;
-            if values.iter().any(|(n, _)| n == name) {
+                )));
+            };
+            if slot.is_some() {
                 return Err(err(format!("option {name} given twice")));
             }
             let v = args
                 .get(i + 1)
                 .ok_or_else(|| err(format!("option {name} needs a value")))?;
-            values.push((name, v));
+            *slot = Some(v);
             i += 2;
         }
-        Ok(Options { values })
+        Ok(Options { allowed, values })
     }
 
     pub fn get(&self, name: &str) -> Option<&'a RedisString> {
-        self.values
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| *v)
+        let k = self.allowed.iter().position(|n| *n == name)?;
+        self.values.get(k).copied().flatten()
     }
 
     pub fn ms(&self, name: &str) -> Result<Option<i64>, RedisError> {
@@ -106,4 +129,81 @@ pub fn printable(arg: &RedisString) -> String {
         .map(|c| if c.is_control() { '?' } else { c })
         .collect();
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::int_of;
+
+    /// The rule as first written: digits with an optional leading '-',
+    /// at most 20 bytes, then `str::parse`.
+    fn reference(b: &[u8]) -> Option<i64> {
+        let ok = !b.is_empty()
+            && b.len() <= 20
+            && b.iter()
+                .enumerate()
+                .all(|(i, c)| c.is_ascii_digit() || (i == 0 && *c == b'-' && b.len() > 1));
+        if !ok {
+            return None;
+        }
+        std::str::from_utf8(b).ok()?.parse().ok()
+    }
+
+    #[test]
+    fn int_of_matches_the_reference() {
+        let fixed: &[&[u8]] = &[
+            b"",
+            b"-",
+            b"+1",
+            b"0",
+            b"-0",
+            b"007",
+            b"-007",
+            b"1-",
+            b"--1",
+            b" 1",
+            b"1 ",
+            b"9223372036854775807",
+            b"9223372036854775808",
+            b"-9223372036854775808",
+            b"-9223372036854775809",
+            b"00000000000000000001",
+            b"000000000000000000001",
+            b"-0000000000000000001",
+            b"18446744073709551616",
+            b"1e3",
+            b"\xff1",
+        ];
+        for b in fixed {
+            assert_eq!(int_of(b), reference(b), "{:?}", String::from_utf8_lossy(b));
+        }
+        // Short strings over a small alphabet, exhaustively up to 4 bytes.
+        let alpha = b"-+09 a";
+        let mut cur = vec![];
+        fn walk(cur: &mut Vec<u8>, alpha: &[u8], depth: usize) {
+            assert_eq!(int_of(cur), reference(cur), "{cur:?}");
+            if depth == 0 {
+                return;
+            }
+            for &c in alpha {
+                cur.push(c);
+                walk(cur, alpha, depth - 1);
+                cur.pop();
+            }
+        }
+        walk(&mut cur, alpha, 4);
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let s = match x % 4 {
+                0 => (x as i64).to_string(),
+                1 => (x >> (x % 64)).to_string(),
+                2 => format!("-{}", x % 1_000_000),
+                _ => format!("{:0>width$}", x % 1000, width = (x % 24) as usize),
+            };
+            assert_eq!(int_of(s.as_bytes()), reference(s.as_bytes()), "{s}");
+        }
+    }
 }

@@ -7,7 +7,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use redis_module::{raw, Context, RedisValue};
 
-use super::{clean_err, ffi, worker};
+use super::{clean_err, worker};
 
 /// The queue was signalled: hand out a job, or stay blocked.
 pub extern "C" fn pop_on_ready(
@@ -19,7 +19,7 @@ pub extern "C" fn pop_on_ready(
     let args = redis_module::decode_args(ctx, argv, argc);
     match catch_unwind(AssertUnwindSafe(|| worker::pop_unblocked(&context, args))) {
         Ok(Some(Ok(reply))) => {
-            ffi::send(&context, &reply);
+            super::reply::send(&context, &reply);
             raw::REDISMODULE_OK as c_int
         }
         Ok(Some(Err(e))) => {

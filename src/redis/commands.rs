@@ -5,17 +5,19 @@
 //! replicates a form with that value pinned (`NOW <ms>`, `BUFFER <ms>`,
 //! `ORCA.SETTINGS ... ORDER`), so replicas and AOF replay reach the same state.
 
-use redis_module::{Context, NotifyEvent, RedisError, RedisString};
+use std::borrow::Cow;
+
+use redis_module::{Context, RedisError, RedisString};
 
 use super::args::{err, is_kw, parse_ms, Options};
 use super::datatype::QUEUE_TYPE;
-use super::ffi::{self, now_ms, signal_ready, Arg};
-use super::reply::{self, Fields, Reply};
+use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
+use super::reply::{self, Fields, Reply, Val};
 use super::settings;
 use super::CmdResult;
 use super::{stats, timer};
 use crate::core::config::parse_config_limited;
-use crate::core::{decode_key, JobKey, Move, Order, Queue, QueueError, State};
+use crate::core::{decode_key, JobInfo, JobKey, Move, Order, Queue, QueueError, State};
 
 /// Refuse a payload (config or result) over `orca.max-payload-bytes`.
 pub(crate) fn check_payload(len: usize, what: &str) -> Result<(), RedisError> {
@@ -55,8 +57,8 @@ pub(crate) fn core_err(e: QueueError) -> RedisError {
     err(e.to_string())
 }
 
-pub(crate) fn notify(ctx: &Context, event: &str, key: &RedisString) {
-    ctx.notify_keyspace_event(NotifyEvent::MODULE, event, key);
+pub(crate) fn notify(ctx: &Context, event: &std::ffi::CStr, key: &RedisString) {
+    ffi::notify(ctx, event, key);
 }
 
 fn order_arg(arg: &RedisString) -> Result<Order, RedisError> {
@@ -117,10 +119,14 @@ pub(crate) fn read_queue<T>(
 
 pub(crate) fn replicate_created_order(ctx: &Context, name: &RedisString, order: Option<Order>) {
     if let Some(order) = order {
-        let o = order.name().as_bytes();
-        ctx.replicate(
-            "ORCA.SETTINGS",
-            &[name.as_slice(), b"ORDER".as_slice(), o][..],
+        ffi::replicate(
+            ctx,
+            c"ORCA.SETTINGS",
+            &[
+                Arg::S(name),
+                Arg::K(Kw::Order),
+                Arg::B(order.name().as_bytes()),
+            ],
         );
     }
 }
@@ -149,7 +155,7 @@ fn put(ctx: &Context, args: Vec<RedisString>, kind: PutKind) -> CmdResult {
     }
     let cfg = parse_config_limited(json.as_slice(), &limits_for(client)).map_err(core_err)?;
     let payload = json.as_slice();
-    let (reply, order) = write_queue(ctx, name, true, |q| {
+    let (job, order) = write_queue(ctx, name, true, |q| {
         if client {
             check_room(q, &cfg.job_key)?;
         }
@@ -158,12 +164,9 @@ fn put(ctx: &Context, args: Vec<RedisString>, kind: PutKind) -> CmdResult {
             PutKind::Immediate => q.put_immediate(&cfg, payload, now),
         }
         .map_err(core_err)?;
-        Ok((
-            reply::job(&info).int("created", created as i64).build(),
-            created,
-        ))
+        Ok((detach(&info, payload, cfg.collation.as_deref()), created))
     })?;
-    let (reply, created) = reply.ok_or_else(|| err("queue missing"))?;
+    let (info, created) = job.ok_or_else(|| err("queue missing"))?;
     replicate_created_order(ctx, name, order);
     let cmd = match kind {
         PutKind::Enqueue => c"ORCA.ENQUEUE",
@@ -172,19 +175,49 @@ fn put(ctx: &Context, args: Vec<RedisString>, kind: PutKind) -> CmdResult {
     ffi::replicate(
         ctx,
         cmd,
-        &[Arg::S(name), Arg::S(json), Arg::B(b"NOW"), Arg::I(now)],
+        &[Arg::S(name), Arg::S(json), Arg::K(Kw::Now), Arg::I(now)],
     );
     if created {
         stats::add(&stats::ENQUEUED, 1);
     }
     let event = match (kind, created) {
-        (_, false) => "orca.update",
-        (PutKind::Enqueue, true) => "orca.enqueue",
-        (PutKind::Immediate, true) => "orca.immediate",
+        (_, false) => c"orca.update",
+        (PutKind::Enqueue, true) => c"orca.enqueue",
+        (PutKind::Immediate, true) => c"orca.immediate",
     };
     notify(ctx, event, name);
     signal_ready(ctx, name);
-    Ok(reply)
+    // Last: nothing may fail or reply after this.
+    reply::write_job(
+        &mut ffi::Client::new(ctx),
+        &info,
+        &mut [("created", Val::Int(created as i64))],
+    );
+    Ok(Reply::Sent)
+}
+
+/// The reply's view of a job just put, borrowing the client's arguments
+/// instead of the queue (which the reply outlives): the stored payload is
+/// the one given, the collation the config's unless the job kept an
+/// earlier one. Only what differs is copied.
+fn detach<'a>(info: &JobInfo<'_>, payload: &'a [u8], collation: Option<&'a str>) -> JobInfo<'a> {
+    JobInfo {
+        key: info.key,
+        collation: info.collation.as_deref().map(|c| match collation {
+            Some(given) if given == c => Cow::Borrowed(given),
+            _ => Cow::Owned(c.to_owned()),
+        }),
+        immediate: info.immediate,
+        nonce: info.nonce,
+        created_at: info.created_at,
+        release_at: info.release_at,
+        attempts: info.attempts,
+        payload: if *info.payload == *payload {
+            Cow::Borrowed(payload)
+        } else {
+            Cow::Owned(info.payload.to_vec())
+        },
+    }
 }
 
 /// `ORCA.ENQUEUE <queue> <config-json> [NOW <ms>]`
@@ -221,7 +254,7 @@ pub fn reenqueue(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     })?;
     replicate_created_order(ctx, name, order);
     ctx.replicate_verbatim();
-    notify(ctx, "orca.reenqueue", name);
+    notify(ctx, c"orca.reenqueue", name);
     signal_ready(ctx, name);
     reply.ok_or_else(|| err("queue missing"))
 }
@@ -258,27 +291,28 @@ pub fn move_job(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
         Ok(reply::job(&info).build())
     })?;
     let reply = reply.ok_or_else(|| core_err(QueueError::NoSuchJob))?;
-    let (pin_name, pin_value): (&[u8], String) = if release {
-        (b"NOW", now.to_string())
+    let (pin_name, pin_value) = if release {
+        (Kw::Now, now)
     } else {
-        (b"BUFFER", buffer.to_string())
+        (Kw::Buffer, buffer)
     };
-    ctx.replicate(
-        "ORCA.MOVE",
+    ffi::replicate(
+        ctx,
+        c"ORCA.MOVE",
         &[
-            name.as_slice(),
-            args[2].as_slice(),
-            args[3].as_slice(),
-            pin_name,
-            pin_value.as_bytes(),
-        ][..],
+            Arg::S(name),
+            Arg::S(&args[2]),
+            Arg::S(&args[3]),
+            Arg::K(pin_name),
+            Arg::I(pin_value),
+        ],
     );
     notify(
         ctx,
         if release {
-            "orca.release"
+            c"orca.release"
         } else {
-            "orca.delay"
+            c"orca.delay"
         },
         name,
     );
@@ -300,7 +334,7 @@ pub fn delete(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     let removed = removed.unwrap_or(false);
     if removed {
         ctx.replicate_verbatim();
-        notify(ctx, "orca.delete", name);
+        notify(ctx, c"orca.delete", name);
     }
     Ok(Reply::Int(removed as i64))
 }
@@ -323,7 +357,7 @@ pub fn check(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
         q.check()
             .map_err(|e| RedisError::String(format!("ERR queue invariant broken: {e}")))
     })?;
-    Ok(Reply::Status("OK"))
+    Ok(Reply::Status(c"OK"))
 }
 
 /// `ORCA.STATUS <queue> <orca-key>`
@@ -411,7 +445,7 @@ pub fn queue_settings(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
                 Ok(settings_reply(q))
             })?;
             ctx.replicate_verbatim();
-            notify(ctx, "orca.settings", name);
+            notify(ctx, c"orca.settings", name);
             reply.ok_or_else(|| err("queue missing"))
         }
     }
@@ -451,7 +485,7 @@ pub fn import(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
         }
     }
     ctx.replicate_verbatim();
-    notify(ctx, "orca.import", name);
+    notify(ctx, c"orca.import", name);
     signal_ready(ctx, name);
     Ok(Reply::Int(n as i64))
 }

@@ -38,6 +38,23 @@ pub fn select_db(ctx: &Context, db: i32) -> bool {
     }
 }
 
+/// A module keyspace event (`orca.*`) on `key`. Unlike the wrapper crate's
+/// `notify_keyspace_event`, the event name is not copied into a CString.
+pub fn notify(ctx: &Context, event: &std::ffi::CStr, key: &redis_module::RedisString) {
+    // SAFETY: valid context and key string from Redis; a NUL-terminated
+    // event name that Redis reads during the call.
+    if let Some(f) = unsafe { raw::RedisModule_NotifyKeyspaceEvent } {
+        unsafe {
+            f(
+                ctx.ctx,
+                redis_module::NotifyEvent::MODULE.bits(),
+                event.as_ptr(),
+                key.inner,
+            )
+        };
+    }
+}
+
 /// Wake clients blocked on `key` (a blocking `ORCA.POP`).
 pub fn signal_ready(ctx: &Context, key: &redis_module::RedisString) {
     // SAFETY: valid context and key string from Redis.
@@ -108,91 +125,278 @@ pub fn register_info(ctx: &Context) {
     }
 }
 
-/// Write a reply to the client of `ctx`.
-pub fn send(ctx: &Context, r: &super::reply::Reply) {
-    use super::reply::Reply;
-    use std::os::raw::c_long;
-    let c = ctx.ctx;
-    // SAFETY: valid context from Redis; buffers are passed with their
-    // lengths and live across each call.
-    unsafe {
-        match r {
-            Reply::Int(v) => {
-                raw::RedisModule_ReplyWithLongLong.map(|f| f(c, *v));
-            }
-            Reply::Bulk(b) => {
-                raw::RedisModule_ReplyWithStringBuffer.map(|f| f(c, b.as_ptr().cast(), b.len()));
-            }
-            Reply::Status(s) => {
-                // Static ASCII without NUL: the text plus a terminator.
-                let text = std::ffi::CString::new(*s).unwrap_or_default();
-                raw::RedisModule_ReplyWithSimpleString.map(|f| f(c, text.as_ptr()));
-            }
-            Reply::Null => {
-                raw::RedisModule_ReplyWithNull.map(|f| f(c));
-            }
-            Reply::Map(fields) => {
-                raw::RedisModule_ReplyWithMap.map(|f| f(c, fields.len() as c_long));
-                for (k, v) in fields {
-                    raw::RedisModule_ReplyWithStringBuffer
-                        .map(|f| f(c, k.as_ptr().cast(), k.len()));
-                    send(ctx, v);
-                }
-            }
-            Reply::Array(items) => {
-                raw::RedisModule_ReplyWithArray.map(|f| f(c, items.len() as c_long));
-                for v in items {
-                    send(ctx, v);
-                }
-            }
-            Reply::Blocked => {}
+/// The client of a command context, as a reply sink.
+pub struct Client(*mut raw::RedisModuleCtx);
+
+impl Client {
+    pub fn new(ctx: &Context) -> Self {
+        Client(ctx.ctx)
+    }
+}
+
+impl super::reply::Sink for Client {
+    fn map(&mut self, len: usize) {
+        // SAFETY: a valid context from Redis; Redis copies what it is given.
+        if let Some(f) = unsafe { raw::RedisModule_ReplyWithMap } {
+            unsafe { f(self.0, len as std::os::raw::c_long) };
         }
     }
+
+    fn array(&mut self, len: usize) {
+        // SAFETY: a valid context from Redis; Redis copies what it is given.
+        if let Some(f) = unsafe { raw::RedisModule_ReplyWithArray } {
+            unsafe { f(self.0, len as std::os::raw::c_long) };
+        }
+    }
+
+    fn bulk(&mut self, b: &[u8]) {
+        // SAFETY: a valid context from Redis; the buffer is passed with its
+        // length and Redis copies it.
+        if let Some(f) = unsafe { raw::RedisModule_ReplyWithStringBuffer } {
+            unsafe { f(self.0, b.as_ptr().cast(), b.len()) };
+        }
+    }
+
+    fn int(&mut self, v: i64) {
+        // SAFETY: a valid context from Redis; Redis copies what it is given.
+        if let Some(f) = unsafe { raw::RedisModule_ReplyWithLongLong } {
+            unsafe { f(self.0, v) };
+        }
+    }
+
+    fn null(&mut self) {
+        // SAFETY: a valid context from Redis; Redis copies what it is given.
+        if let Some(f) = unsafe { raw::RedisModule_ReplyWithNull } {
+            unsafe { f(self.0) };
+        }
+    }
+
+    fn status(&mut self, s: &'static std::ffi::CStr) {
+        // SAFETY: a valid context from Redis; a NUL-terminated string that
+        // Redis copies.
+        if let Some(f) = unsafe { raw::RedisModule_ReplyWithSimpleString } {
+            unsafe { f(self.0, s.as_ptr()) };
+        }
+    }
+}
+
+/// Keywords of replicated commands. Each is created once as a Redis string
+/// and shared by every replicated command (Redis strings are reference
+/// counted; a propagated command takes its own reference).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kw {
+    Now,
+    Lease,
+    Count,
+    MaxAttempts,
+    Delay,
+    Ttl,
+    Result,
+    Buffer,
+    Requeue,
+    Order,
+}
+
+impl Kw {
+    const COUNT: usize = 10;
+
+    pub fn text(self) -> &'static str {
+        match self {
+            Kw::Now => "NOW",
+            Kw::Lease => "LEASE",
+            Kw::Count => "COUNT",
+            Kw::MaxAttempts => "MAXATTEMPTS",
+            Kw::Delay => "DELAY",
+            Kw::Ttl => "TTL",
+            Kw::Result => "RESULT",
+            Kw::Buffer => "BUFFER",
+            Kw::Requeue => "REQUEUE",
+            Kw::Order => "ORDER",
+        }
+    }
+}
+
+thread_local! {
+    /// The keyword strings made so far (NULL: not yet). Commands, timers
+    /// and replication all run on Redis's main thread.
+    static KEYWORDS: [std::cell::Cell<*mut raw::RedisModuleString>; Kw::COUNT] =
+        const { [const { std::cell::Cell::new(std::ptr::null_mut()) }; Kw::COUNT] };
+}
+
+/// The shared string of `k` (NULL only if Redis lacks the API).
+fn keyword(k: Kw) -> *mut raw::RedisModuleString {
+    KEYWORDS.with(|cells| {
+        let Some(cell) = cells.get(k as usize) else {
+            return std::ptr::null_mut();
+        };
+        if cell.get().is_null() {
+            let t = k.text();
+            // SAFETY: a NULL context makes a string the module owns; this one
+            // is kept (never freed) for the life of the process.
+            if let Some(f) = unsafe { raw::RedisModule_CreateString } {
+                cell.set(unsafe { f(std::ptr::null_mut(), t.as_ptr().cast(), t.len()) });
+            }
+        }
+        cell.get()
+    })
 }
 
 /// An argument of a replicated command.
 pub enum Arg<'a> {
     /// A client's argument, passed on without copying (Redis takes a reference).
     S(&'a redis_module::RedisString),
+    /// A keyword (`NOW`, `LEASE`, ...), shared, never copied.
+    K(Kw),
+    /// Bytes, copied into a new string.
     B(&'a [u8]),
+    /// An integer in decimal.
     I(i64),
 }
 
+/// How many recently replicated integers are kept as shared strings.
+const INT_SLOTS: usize = 8;
+
+/// Recently replicated integers as shared strings: the values of `LEASE`,
+/// `COUNT`, `MAXATTEMPTS` and `NOW` (within a millisecond) repeat from one
+/// command to the next. Each slot holds one reference to its string; the
+/// least recently used slot is reused, never one the running `replicate`
+/// call has handed out.
+struct IntStrings {
+    /// (value, string or NULL, last call that used it)
+    slots: [(i64, *mut raw::RedisModuleString, u64); INT_SLOTS],
+    call: u64,
+}
+
+thread_local! {
+    static INTS: std::cell::RefCell<IntStrings> = const {
+        std::cell::RefCell::new(IntStrings {
+            slots: [(0, std::ptr::null_mut(), 0); INT_SLOTS],
+            call: 0,
+        })
+    };
+}
+
+impl IntStrings {
+    /// The shared string of `v` (NULL if none can be had).
+    fn get(&mut self, v: i64) -> *mut raw::RedisModuleString {
+        let call = self.call;
+        if let Some(s) = self.slots.iter_mut().find(|s| s.0 == v && !s.1.is_null()) {
+            s.2 = call;
+            return s.1;
+        }
+        let Some(slot) = self
+            .slots
+            .iter_mut()
+            .filter(|s| s.2 != call)
+            .min_by_key(|s| s.2)
+        else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: a NULL context makes a string the module owns (this
+        // slot's reference). The string it replaces is not among the
+        // running call's arguments (its slot was not used by this call),
+        // and Redis holds its own references to the strings of commands it
+        // has yet to propagate, so dropping ours is fine.
+        unsafe {
+            let (Some(create), Some(free)) = (
+                raw::RedisModule_CreateStringFromLongLong,
+                raw::RedisModule_FreeString,
+            ) else {
+                return std::ptr::null_mut();
+            };
+            let s = create(std::ptr::null_mut(), v);
+            if !slot.1.is_null() {
+                free(std::ptr::null_mut(), slot.1);
+            }
+            *slot = (v, s, call);
+            s
+        }
+    }
+}
+
+/// Arguments a replicated command has at most without a heap array.
+const INLINE_ARGS: usize = 12;
+
 /// Replicate `cmd args...` to replicas and the AOF. Unlike the wrapper
-/// crate's `replicate`, big client arguments (payloads) are not copied.
+/// crate's `replicate`, client arguments (payloads) and keywords are not
+/// copied, recent integers are reused, and no heap array is built.
 pub fn replicate(ctx: &Context, cmd: &std::ffi::CStr, args: &[Arg]) {
-    let mut owned = Vec::new();
-    let mut ptrs = Vec::with_capacity(args.len());
-    for a in args {
-        match a {
-            Arg::S(s) => ptrs.push(s.inner),
-            Arg::B(b) => {
-                let s = ctx.create_string(*b);
-                ptrs.push(s.inner);
-                owned.push(s);
+    let run = |ints: Option<&mut IntStrings>| replicate_with(ctx, cmd, args, ints);
+    let done = INTS.try_with(|cell| match cell.try_borrow_mut() {
+        Ok(mut ints) => {
+            ints.call = ints.call.wrapping_add(1);
+            run(Some(&mut ints))
+        }
+        Err(_) => run(None),
+    });
+    if done.is_err() {
+        run(None);
+    }
+}
+
+fn replicate_with(
+    ctx: &Context,
+    cmd: &std::ffi::CStr,
+    args: &[Arg],
+    mut ints: Option<&mut IntStrings>,
+) {
+    let c = ctx.ctx;
+    let n = args.len();
+    let mut inline = [std::ptr::null_mut::<raw::RedisModuleString>(); INLINE_ARGS];
+    let mut inline_owned = [false; INLINE_ARGS];
+    let (mut heap, mut heap_owned) = (Vec::new(), Vec::new());
+    let (ptrs, owned): (&mut [*mut raw::RedisModuleString], &mut [bool]) =
+        match (inline.get_mut(..n), inline_owned.get_mut(..n)) {
+            (Some(p), Some(o)) => (p, o),
+            _ => {
+                heap.resize(n, std::ptr::null_mut());
+                heap_owned.resize(n, false);
+                (&mut heap, &mut heap_owned)
             }
-            Arg::I(i) => {
-                let s = ctx.create_string(i.to_string());
-                ptrs.push(s.inner);
-                owned.push(s);
-            }
+        };
+    for ((p, o), a) in ptrs.iter_mut().zip(owned.iter_mut()).zip(args) {
+        *p = match a {
+            Arg::S(s) => s.inner,
+            Arg::K(k) => keyword(*k),
+            Arg::I(i) => ints
+                .as_deref_mut()
+                .map_or(std::ptr::null_mut(), |c| c.get(*i)),
+            Arg::B(_) => std::ptr::null_mut(),
+        };
+        if p.is_null() && matches!(a, Arg::B(_) | Arg::I(_)) {
+            // SAFETY: valid context from Redis; buffers are passed with
+            // their lengths. Freed below.
+            *p = unsafe {
+                match (
+                    a,
+                    raw::RedisModule_CreateString,
+                    raw::RedisModule_CreateStringFromLongLong,
+                ) {
+                    (Arg::B(b), Some(f), _) => f(c, b.as_ptr().cast(), b.len()),
+                    (Arg::I(i), _, Some(f)) => f(c, *i),
+                    _ => std::ptr::null_mut(),
+                }
+            };
+            *o = true;
         }
     }
     // SAFETY: "v" takes an array of RedisModuleString pointers and its
-    // length; Redis increments their reference counts, so dropping `owned`
-    // afterwards is fine.
-    if let Some(f) = unsafe { raw::RedisModule_Replicate } {
-        unsafe {
-            f(
-                ctx.ctx,
-                cmd.as_ptr(),
-                c"v".as_ptr(),
-                ptrs.as_ptr(),
-                ptrs.len(),
-            )
-        };
+    // length; Redis increments their reference counts, so freeing ours
+    // afterwards is fine. Never called with a NULL string.
+    unsafe {
+        if let Some(f) = raw::RedisModule_Replicate {
+            if ptrs.iter().all(|p| !p.is_null()) {
+                f(c, cmd.as_ptr(), c"v".as_ptr(), ptrs.as_ptr(), ptrs.len());
+            }
+        }
+        if let Some(free) = raw::RedisModule_FreeString {
+            for (p, o) in ptrs.iter().zip(owned.iter()) {
+                if *o && !p.is_null() {
+                    free(c, *p);
+                }
+            }
+        }
     }
-    drop(owned);
 }
 
 unsafe extern "C" fn on_swapdb(
@@ -226,7 +430,8 @@ pub fn subscribe_swapdb(ctx: &Context) -> bool {
 
 unsafe extern "C" fn pause_filter(f: *mut raw::RedisModuleCommandFilterCtx) {
     let _ = std::panic::catch_unwind(|| {
-        // SAFETY: the filter context Redis passed; arguments are read, not kept.
+        // SAFETY: the filter context Redis passed; arguments are read, not
+        // kept (the slices do not outlive this callback).
         let (Some(count), Some(get)) =
             (unsafe { raw::RedisModule_CommandFilterArgsCount }, unsafe {
                 raw::RedisModule_CommandFilterArgGet
@@ -235,45 +440,42 @@ unsafe extern "C" fn pause_filter(f: *mut raw::RedisModuleCommandFilterCtx) {
             return;
         };
         let n = unsafe { count(f) };
-        let arg = |i: i32| -> Vec<u8> {
+        // Runs before every command: no allocation, case-insensitive compares.
+        let arg = |i: i32| -> &[u8] {
             if i >= n {
-                return Vec::new();
+                return &[];
             }
             let s = unsafe { get(f, i) };
             if s.is_null() {
-                Vec::new()
+                &[]
             } else {
-                redis_module::RedisString::string_as_slice(s).to_ascii_uppercase()
+                redis_module::RedisString::string_as_slice(s)
             }
         };
-        let cmd = arg(0);
-        if cmd == b"CLIENT" {
-            match arg(1).as_slice() {
-                b"PAUSE" => {
-                    let ms = std::str::from_utf8(&arg(2))
-                        .ok()
-                        .and_then(|t| t.parse::<i64>().ok())
-                        .unwrap_or(0);
-                    super::timer::paused_for(ms);
-                }
-                b"UNPAUSE" => super::timer::paused_for(0),
-                _ => {}
+        let is = |i: i32, kw: &str| arg(i).eq_ignore_ascii_case(kw.as_bytes());
+        let num = |i: i32| {
+            std::str::from_utf8(arg(i))
+                .ok()
+                .and_then(|t| t.parse::<i64>().ok())
+        };
+        if is(0, "CLIENT") {
+            if is(1, "PAUSE") {
+                super::timer::paused_for(num(2).unwrap_or(0));
+            } else if is(1, "UNPAUSE") {
+                super::timer::paused_for(0);
             }
-        } else if cmd == b"SHUTDOWN" {
+        } else if is(0, "SHUTDOWN") {
             // A master waiting for its replicas before shutting down pauses
             // writes (up to shutdown-timeout); ABORT cancels the shutdown.
-            let abort = (1..n).any(|i| arg(i) == b"ABORT");
+            let abort = (1..n).any(|i| is(i, "ABORT"));
             super::timer::paused_for(if abort { 0 } else { i64::MAX / 4 });
-        } else if cmd == b"FAILOVER" {
+        } else if is(0, "FAILOVER") {
             // FAILOVER pauses writes while it hands over (until done or its
             // TIMEOUT); the server then is a replica and its timer idles.
             let mut ms = 60_000;
             for i in 1..n {
-                if arg(i) == b"TIMEOUT" {
-                    if let Some(t) = std::str::from_utf8(&arg(i + 1))
-                        .ok()
-                        .and_then(|t| t.parse().ok())
-                    {
+                if is(i, "TIMEOUT") {
+                    if let Some(t) = num(i + 1) {
                         ms = t;
                     }
                 }

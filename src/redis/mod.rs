@@ -49,7 +49,7 @@ pub fn guarded(
 ) -> RedisResult {
     match catch_unwind(AssertUnwindSafe(|| f(ctx, args))) {
         Ok(Ok(reply)) => {
-            ffi::send(ctx, &reply);
+            reply::send(ctx, &reply);
             Ok(RedisValue::NoReply)
         }
         Ok(Err(e)) => Err(clean_err(e)),

@@ -15,7 +15,7 @@ use std::time::Duration;
 use redis_module::{Context, ContextFlags, NotifyEvent, RedisString};
 
 use super::datatype::QUEUE_TYPE;
-use super::ffi::{now_ms, select_db, selected_db, signal_ready};
+use super::ffi::{now_ms, select_db, selected_db, signal_ready, Arg, Kw};
 use super::settings;
 use crate::core::{Queue, TickReport};
 
@@ -44,9 +44,14 @@ pub const TIMER_PERIOD_MS: u64 = 50;
 /// (db, key name) of a tracked queue.
 type Tracked = (i32, Vec<u8>);
 
+/// Per db (a short list: few dbs hold queues with pending work), tracked
+/// queue -> next deadline (None: look at it on the next round). A write
+/// looks its queue up by the borrowed name, so tracking allocates only
+/// for a queue new to the list; a db with nothing tracked has no entry.
+type ByDb = Vec<(i32, HashMap<Vec<u8>, Option<i64>>)>;
+
 thread_local! {
-    /// Tracked queue -> next deadline (None: look at it on the next round).
-    static TRACKED: RefCell<HashMap<Tracked, Option<i64>>> = RefCell::new(HashMap::new());
+    static TRACKED: RefCell<ByDb> = const { RefCell::new(Vec::new()) };
 }
 
 /// Remember that `key` in `db` has work due at `deadline` (or none).
@@ -55,15 +60,39 @@ pub fn track_raw(db: i32, key: &[u8], deadline: Option<i64>) {
     TRACKED.with(|t| {
         let mut t = t.borrow_mut();
         match deadline {
-            Some(d) => {
-                t.insert((db, key.to_vec()), Some(d));
-            }
+            Some(d) => set(&mut t, db, key, Some(d)),
             None if t.is_empty() => {}
             None => {
-                t.remove(&(db, key.to_vec()));
+                let Some(i) = t.iter().position(|(d, _)| *d == db) else {
+                    return;
+                };
+                if let Some((_, keys)) = t.get_mut(i) {
+                    keys.remove(key);
+                    if keys.is_empty() {
+                        t.swap_remove(i);
+                    }
+                }
             }
         }
     });
+}
+
+fn set(t: &mut ByDb, db: i32, key: &[u8], v: Option<i64>) {
+    let i = match t.iter().position(|(d, _)| *d == db) {
+        Some(i) => i,
+        None => {
+            t.push((db, HashMap::new()));
+            t.len() - 1
+        }
+    };
+    if let Some((_, keys)) = t.get_mut(i) {
+        match keys.get_mut(key) {
+            Some(d) => *d = v,
+            None => {
+                keys.insert(key.to_vec(), v);
+            }
+        }
+    }
 }
 
 pub fn track(ctx: &Context, key: &RedisString, q: &Queue) {
@@ -74,28 +103,19 @@ pub fn track(ctx: &Context, key: &RedisString, q: &Queue) {
 /// restore): look at it on the next round.
 pub fn on_generic_event(ctx: &Context, _ev: NotifyEvent, event: &str, key: &[u8]) {
     if matches!(event, "rename_to" | "move_to" | "copy_to" | "restore") {
-        TRACKED.with(|t| {
-            t.borrow_mut()
-                .insert((selected_db(ctx), key.to_vec()), Some(0));
-        });
+        TRACKED.with(|t| set(&mut t.borrow_mut(), selected_db(ctx), key, Some(0)));
     }
 }
 
 /// SWAPDB exchanged two databases: so do their tracked queues.
 pub fn on_swapdb(a: i32, b: i32) {
     TRACKED.with(|t| {
-        let mut t = t.borrow_mut();
-        let moved: Vec<(Tracked, Option<i64>)> = t
-            .iter()
-            .filter(|((db, _), _)| *db == a || *db == b)
-            .map(|(k, v)| (k.clone(), *v))
-            .collect();
-        for (k, _) in &moved {
-            t.remove(k);
-        }
-        for ((db, key), d) in moved {
-            let other = if db == a { b } else { a };
-            t.insert((other, key), d);
+        for (db, _) in t.borrow_mut().iter_mut() {
+            if *db == a {
+                *db = b;
+            } else if *db == b {
+                *db = a;
+            }
         }
     });
 }
@@ -110,13 +130,13 @@ pub fn publish(ctx: &Context, key: &RedisString, r: &TickReport) {
     super::stats::add(&super::stats::RETRIED, r.retried);
     super::stats::add(&super::stats::DIED, r.died);
     if r.expired > 0 {
-        ctx.notify_keyspace_event(NotifyEvent::MODULE, "orca.expire", key);
+        super::ffi::notify(ctx, c"orca.expire", key);
     }
     if r.retried > 0 {
-        ctx.notify_keyspace_event(NotifyEvent::MODULE, "orca.retry", key);
+        super::ffi::notify(ctx, c"orca.retry", key);
     }
     if r.died > 0 {
-        ctx.notify_keyspace_event(NotifyEvent::MODULE, "orca.dead", key);
+        super::ffi::notify(ctx, c"orca.dead", key);
     }
     if r.requeued() {
         signal_ready(ctx, key);
@@ -140,8 +160,11 @@ fn tick_due(ctx: &Context) {
     let due: Vec<Tracked> = TRACKED.with(|t| {
         t.borrow()
             .iter()
-            .filter(|(_, d)| d.is_none_or(|d| d <= now))
-            .map(|(k, _)| k.clone())
+            .flat_map(|(db, keys)| {
+                keys.iter()
+                    .filter(|(_, d)| d.is_none_or(|d| d <= now))
+                    .map(|(k, _)| (*db, k.clone()))
+            })
             .collect()
     });
     if due.is_empty() {
@@ -177,17 +200,16 @@ fn tick_due(ctx: &Context) {
         drop(key);
         track_raw(db, &name, next);
         if report.changed() {
-            let now_s = now.to_string();
-            let max_s = max_attempts.to_string();
-            ctx.replicate(
-                "ORCA.TICK",
+            super::ffi::replicate(
+                ctx,
+                c"ORCA.TICK",
                 &[
-                    name.as_slice(),
-                    b"NOW".as_slice(),
-                    now_s.as_bytes(),
-                    b"MAXATTEMPTS".as_slice(),
-                    max_s.as_bytes(),
-                ][..],
+                    Arg::S(&key_name),
+                    Arg::K(Kw::Now),
+                    Arg::I(now),
+                    Arg::K(Kw::MaxAttempts),
+                    Arg::I(max_attempts),
+                ],
             );
             publish(ctx, &key_name, &report);
         }

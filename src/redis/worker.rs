@@ -9,21 +9,12 @@ use redis_module::{Context, RedisError, RedisString};
 use super::args::{err, is_kw, parse_int, parse_ms, Options};
 use super::blocking;
 use super::commands::{core_err, job_key_arg, notify, read_queue, write_queue};
-use super::ffi::{self, block_on_key, deny_blocking, now_ms, signal_ready, Arg};
+use super::ffi::{self, block_on_key, deny_blocking, now_ms, signal_ready, Arg, Kw};
 use super::reply::{self, Fields, Reply};
 use super::settings;
 use super::CmdResult;
 use super::{stats, timer};
-use crate::core::{Delivery, NackOutcome, QueueError};
-
-fn delivery_reply(d: &Delivery) -> Reply {
-    let f = reply::job(&d.job).int("attempt", d.job.attempts as i64);
-    match d.lease {
-        Some((token, deadline)) => f.str("lease", token.to_string()).int("deadline", deadline),
-        None => f.value("lease", Reply::Null).value("deadline", Reply::Null),
-    }
-    .build()
-}
+use crate::core::{NackOutcome, QueueError};
 
 fn lease_arg(arg: &RedisString) -> Result<u64, RedisError> {
     match parse_int(arg, "lease") {
@@ -102,41 +93,38 @@ fn try_pop(ctx: &Context, name: &RedisString, p: &PopArgs) -> Result<Option<Repl
     let policy = settings::policy(Some(p.max_attempts));
     let count = p.count.unwrap_or(1) as usize;
     let (res, _) = write_queue(ctx, name, false, |q| {
-        let (ds, report) = q
-            .pop_deliveries(now, p.lease, count, &policy)
-            .map_err(core_err)?;
-        Ok((ds.iter().map(delivery_reply).collect::<Vec<_>>(), report))
+        q.pop_deliveries(now, p.lease, count, &policy)
+            .map_err(core_err)
     })?;
-    let Some((replies, report)) = res else {
+    let Some((ds, report)) = res else {
         return Ok(None);
     };
-    if !replies.is_empty() || report.changed() {
+    if !ds.is_empty() || report.changed() {
         ffi::replicate(
             ctx,
             c"ORCA.POP",
             &[
                 Arg::S(name),
-                Arg::B(b"LEASE"),
+                Arg::K(Kw::Lease),
                 Arg::I(p.lease),
-                Arg::B(b"COUNT"),
+                Arg::K(Kw::Count),
                 Arg::I(count as i64),
-                Arg::B(b"NOW"),
+                Arg::K(Kw::Now),
                 Arg::I(now),
-                Arg::B(b"MAXATTEMPTS"),
+                Arg::K(Kw::MaxAttempts),
                 Arg::I(p.max_attempts),
             ],
         );
         timer::publish(ctx, name, &report);
     }
-    if replies.is_empty() {
+    if ds.is_empty() {
         return Ok(None);
     }
-    stats::add(&stats::POPPED, replies.len());
-    notify(ctx, "orca.pop", name);
-    Ok(Some(if p.count.is_some() {
-        Reply::Array(replies)
-    } else {
-        replies.into_iter().next().unwrap_or(Reply::Null)
+    stats::add(&stats::POPPED, ds.len());
+    notify(ctx, c"orca.pop", name);
+    Ok(Some(Reply::Deliveries {
+        ds,
+        array: p.count.is_some(),
     }))
 }
 
@@ -199,7 +187,8 @@ pub fn ack(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     check_pins(ctx, &opts)?;
     let ttl = opts.ms("TTL")?.unwrap_or_else(settings::result_ttl);
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
-    let result = opts.get("RESULT").map(|r| r.as_slice());
+    let result_arg = opts.get("RESULT");
+    let result = result_arg.map(|r| r.as_slice());
     if let Some(r) = result {
         if !super::from_master_or_aof(ctx) {
             super::commands::check_payload(r.len(), "result")?;
@@ -211,20 +200,39 @@ pub fn ack(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
         q.ack(&key, token, result, now, ttl).map_err(core_err)
     })?;
     done.ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
-    let (ttl_s, now_s) = (ttl.to_string(), now.to_string());
-    let mut rep: Vec<&[u8]> = vec![name.as_slice(), args[2].as_slice(), args[3].as_slice()];
-    if let Some(r) = result {
-        rep.extend_from_slice(&[b"RESULT".as_slice(), r]);
+    let (key_arg, token_arg) = (Arg::S(&args[2]), Arg::S(&args[3]));
+    match result_arg {
+        Some(r) => ffi::replicate(
+            ctx,
+            c"ORCA.ACK",
+            &[
+                Arg::S(name),
+                key_arg,
+                token_arg,
+                Arg::K(Kw::Result),
+                Arg::S(r),
+                Arg::K(Kw::Ttl),
+                Arg::I(ttl),
+                Arg::K(Kw::Now),
+                Arg::I(now),
+            ],
+        ),
+        None => ffi::replicate(
+            ctx,
+            c"ORCA.ACK",
+            &[
+                Arg::S(name),
+                key_arg,
+                token_arg,
+                Arg::K(Kw::Ttl),
+                Arg::I(ttl),
+                Arg::K(Kw::Now),
+                Arg::I(now),
+            ],
+        ),
     }
-    rep.extend_from_slice(&[
-        b"TTL".as_slice(),
-        ttl_s.as_bytes(),
-        b"NOW".as_slice(),
-        now_s.as_bytes(),
-    ]);
-    ctx.replicate("ORCA.ACK", &rep[..]);
     stats::add(&stats::ACKED, 1);
-    notify(ctx, "orca.ack", name);
+    notify(ctx, c"orca.ack", name);
     Ok(Reply::Int(1))
 }
 
@@ -250,27 +258,23 @@ pub fn nack(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
         NackOutcome::Retry { retry_at, .. } => retry_at - now,
         _ => 0,
     };
-    let (d, t, m) = (
-        pinned_delay.to_string(),
-        now.to_string(),
-        max_attempts.to_string(),
-    );
-    ctx.replicate(
-        "ORCA.NACK",
+    ffi::replicate(
+        ctx,
+        c"ORCA.NACK",
         &[
-            name.as_slice(),
-            args[2].as_slice(),
-            args[3].as_slice(),
-            b"DELAY".as_slice(),
-            d.as_bytes(),
-            b"NOW".as_slice(),
-            t.as_bytes(),
-            b"MAXATTEMPTS".as_slice(),
-            m.as_bytes(),
-        ][..],
+            Arg::S(name),
+            Arg::S(&args[2]),
+            Arg::S(&args[3]),
+            Arg::K(Kw::Delay),
+            Arg::I(pinned_delay),
+            Arg::K(Kw::Now),
+            Arg::I(now),
+            Arg::K(Kw::MaxAttempts),
+            Arg::I(max_attempts),
+        ],
     );
     stats::add(&stats::NACKED, 1);
-    notify(ctx, "orca.nack", name);
+    notify(ctx, c"orca.nack", name);
     Ok(match outcome {
         NackOutcome::Retry { retry_at, attempts } => {
             if retry_at <= now {
@@ -284,7 +288,7 @@ pub fn nack(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
         }
         NackOutcome::Dead { attempts } => {
             stats::add(&stats::DIED, 1);
-            notify(ctx, "orca.dead", name);
+            notify(ctx, c"orca.dead", name);
             Fields::new()
                 .str("outcome", "dead")
                 .int("attempts", attempts as i64)
@@ -310,19 +314,19 @@ pub fn extend(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
         q.extend(&key, token, ms, now).map_err(core_err)
     })?;
     let deadline = deadline.ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
-    let t = now.to_string();
-    ctx.replicate(
-        "ORCA.EXTEND",
+    ffi::replicate(
+        ctx,
+        c"ORCA.EXTEND",
         &[
-            name.as_slice(),
-            args[2].as_slice(),
-            args[3].as_slice(),
-            args[4].as_slice(),
-            b"NOW".as_slice(),
-            t.as_bytes(),
-        ][..],
+            Arg::S(name),
+            Arg::S(&args[2]),
+            Arg::S(&args[3]),
+            Arg::S(&args[4]),
+            Arg::K(Kw::Now),
+            Arg::I(now),
+        ],
     );
-    notify(ctx, "orca.extend", name);
+    notify(ctx, c"orca.extend", name);
     Ok(Reply::Int(deadline))
 }
 
@@ -374,7 +378,7 @@ pub fn dead(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
         let n = n.unwrap_or(0);
         if n > 0 {
             ctx.replicate_verbatim();
-            notify(ctx, "orca.purge", name);
+            notify(ctx, c"orca.purge", name);
         }
         return Ok(Reply::Int(n as i64));
     }
@@ -390,18 +394,18 @@ pub fn dead(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
             Ok(reply::job(&info).build())
         })?;
         let r = r.ok_or_else(|| core_err(QueueError::NoSuchJob))?;
-        let t = now.to_string();
-        ctx.replicate(
-            "ORCA.DEAD",
+        ffi::replicate(
+            ctx,
+            c"ORCA.DEAD",
             &[
-                name.as_slice(),
-                b"REQUEUE".as_slice(),
-                args[3].as_slice(),
-                b"NOW".as_slice(),
-                t.as_bytes(),
-            ][..],
+                Arg::S(name),
+                Arg::K(Kw::Requeue),
+                Arg::S(&args[3]),
+                Arg::K(Kw::Now),
+                Arg::I(now),
+            ],
         );
-        notify(ctx, "orca.requeue", name);
+        notify(ctx, c"orca.requeue", name);
         signal_ready(ctx, name);
         return Ok(r);
     }
@@ -423,16 +427,16 @@ pub fn tick(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     let (report, _) = write_queue(ctx, name, false, |q| Ok(q.tick(now, &policy)))?;
     let report = report.unwrap_or_default();
     if report.changed() {
-        let (t, m) = (now.to_string(), max_attempts.to_string());
-        ctx.replicate(
-            "ORCA.TICK",
+        ffi::replicate(
+            ctx,
+            c"ORCA.TICK",
             &[
-                name.as_slice(),
-                b"NOW".as_slice(),
-                t.as_bytes(),
-                b"MAXATTEMPTS".as_slice(),
-                m.as_bytes(),
-            ][..],
+                Arg::S(name),
+                Arg::K(Kw::Now),
+                Arg::I(now),
+                Arg::K(Kw::MaxAttempts),
+                Arg::I(max_attempts),
+            ],
         );
         timer::publish(ctx, name, &report);
     }
