@@ -27,6 +27,29 @@ const JOB_FIELDS: [&str; 8] = [
     "payload",
 ];
 
+/// The reply of a command that writes a job (ENQUEUE, IMMEDIATE, REENQUEUE,
+/// MOVE): every field of a job reply but `payload`, plus `extra`.
+fn assert_write_fields(f: &Fields, extra: &[&str]) {
+    let got: HashSet<&str> = f.keys().map(String::as_str).collect();
+    let want: HashSet<&str> = JOB_FIELDS
+        .iter()
+        .filter(|k| **k != "payload")
+        .chain(extra)
+        .copied()
+        .collect();
+    let missing: Vec<&&str> = want.difference(&got).collect();
+    assert!(missing.is_empty(), "reply lacks fields {missing:?}: {f:?}");
+    assert!(
+        !got.contains("payload"),
+        "write reply carries the payload: {f:?}"
+    );
+}
+
+/// The payload stored for `key` (from ORCA.STATUS).
+fn stored_payload(c: &mut redis::Connection, q: &str, f: &Fields) -> Vec<u8> {
+    as_bytes(get(&must_status(c, q, &text(f, "key")), "payload")).to_vec()
+}
+
 /// The reply has every field of a job reply plus `extra` (further fields,
 /// e.g. of later features, are allowed).
 fn assert_field_names(f: &Fields, extra: &[&str]) {
@@ -149,7 +172,7 @@ fn enqueue_reply_fields() {
     // sha256("a" + "bc") = sha256("abc"), a well-known vector.
     let cfg = r#"{"key":"a","response_url":"bc"}"#;
     let f = enq(&mut c, "q", cfg, 1000);
-    assert_field_names(&f, &["created"]);
+    assert_write_fields(&f, &["created"]);
     assert_eq!(
         text(&f, "key"),
         "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0="
@@ -159,7 +182,7 @@ fn enqueue_reply_fields() {
     assert_eq!(int(&f, "created_at"), 1000);
     assert_eq!(int(&f, "release_at"), 1000);
     assert_eq!(int(&f, "attempts"), 0);
-    assert_eq!(as_bytes(get(&f, "payload")), cfg.as_bytes());
+    assert_eq!(stored_payload(&mut c, "q", &f), cfg.as_bytes());
     assert_eq!(int(&f, "created"), 1);
     let mut nonces = vec![int(&f, "nonce")];
 
@@ -193,7 +216,7 @@ fn enqueue_reply_fields() {
     assert_eq!(int(&f, "immediate"), 0);
     assert_eq!(int(&f, "attempts"), 0);
     assert_eq!(int(&f, "created"), 1);
-    assert_eq!(as_bytes(get(&f, "payload")), cfg.as_bytes());
+    assert_eq!(stored_payload(&mut c, "q", &f), cfg.as_bytes());
     nonces.push(int(&f, "nonce"));
 
     // Team collation with an integer id.
@@ -294,9 +317,9 @@ fn enqueue_existing_job_replaces_payload_only() {
     // Same key + response_url, different everything else.
     let new_a = r#"{"key":"a","response_url":"http://cb/a","priority":999999,"collation":{"type":"team","id":"9"},"v":2}"#;
     let f = enq(&mut c, "q", new_a, 50_000);
-    assert_field_names(&f, &["created"]);
+    assert_write_fields(&f, &["created"]);
     assert_eq!(int(&f, "created"), 0);
-    assert_eq!(as_bytes(get(&f, "payload")), new_a.as_bytes());
+    assert_eq!(stored_payload(&mut c, "q", &f), new_a.as_bytes());
     for field in [
         "key",
         "collation",
@@ -315,7 +338,7 @@ fn enqueue_existing_job_replaces_payload_only() {
     assert_eq!(int(&f, "created"), 0);
     assert_eq!(int(&f, "immediate"), 1);
     assert_eq!(int(&f, "release_at"), int(&before["i"], "release_at"));
-    assert_eq!(as_bytes(get(&f, "payload")), new_i.as_bytes());
+    assert_eq!(stored_payload(&mut c, "q", &f), new_i.as_bytes());
 
     assert_eq!(qlen(&mut c, "q"), 4);
     assert_check(&mut c, "q");
@@ -548,7 +571,7 @@ fn immediate_job_is_scored_at_arrival() {
     enq(&mut c, "q", &config("u", Some("user.5"), 5000), 500);
     let cfg = config("i", Some("user.5"), 99_999);
     let f = imm(&mut c, "q", &cfg, 2000);
-    assert_field_names(&f, &["created"]);
+    assert_write_fields(&f, &["created"]);
     assert_eq!(text(&f, "key"), key_of("i"));
     assert_eq!(int(&f, "immediate"), 1);
     assert_eq!(int(&f, "created"), 1);
@@ -556,7 +579,7 @@ fn immediate_job_is_scored_at_arrival() {
     assert_eq!(int(&f, "release_at"), 2000);
     assert_eq!(int(&f, "attempts"), 0);
     assert_eq!(opt_text(&f, "collation").as_deref(), Some("user.5"));
-    assert_eq!(as_bytes(get(&f, "payload")), cfg.as_bytes());
+    assert_eq!(stored_payload(&mut c, "q", &f), cfg.as_bytes());
 
     // Updating an immediate job: payload replaced, reservation kept.
     let cfg2 = r#"{"key":"i","response_url":"http://cb/i","v":2}"#;
@@ -566,7 +589,7 @@ fn immediate_job_is_scored_at_arrival() {
     assert_eq!(int(&g, "release_at"), 2000);
     assert_eq!(int(&g, "created_at"), 2000);
     assert_eq!(int(&g, "nonce"), int(&f, "nonce"));
-    assert_eq!(as_bytes(get(&g, "payload")), cfg2.as_bytes());
+    assert_eq!(stored_payload(&mut c, "q", &g), cfg2.as_bytes());
 
     // An immediate job without a collation.
     let h = imm(&mut c, "q", &config("j", None, 0), 4000);
@@ -608,7 +631,7 @@ fn immediate_upgrades_a_waiting_collation_job() {
             10,
             "created_at is the original arrival"
         );
-        assert_eq!(as_bytes(get(&f, "payload")), cfg.as_bytes());
+        assert_eq!(stored_payload(&mut c, "q", &f), cfg.as_bytes());
         // b's paired reservation (110) is gone; a and c keep theirs.
         let expect: &[(&str, i64)] = if order == "LIFO" {
             &[("b", 50), ("c", 100), ("y", 115), ("a", 120)]
@@ -647,14 +670,14 @@ fn reenqueue_is_immediate_at_created_at() {
     // A worker hands its job back: it arrived at 1500, before b.
     let cfg = config("r", Some("user.1"), 60_000);
     let f = reenq(&mut c, "q", &cfg, 1500);
-    assert_field_names(&f, &["created"]);
+    assert_write_fields(&f, &["created"]);
     assert_eq!(int(&f, "created"), 1);
     assert_eq!(int(&f, "immediate"), 1);
     assert_eq!(int(&f, "created_at"), 1500);
     assert_eq!(int(&f, "release_at"), 1500);
     assert_eq!(int(&f, "attempts"), 0);
     assert_eq!(opt_text(&f, "collation").as_deref(), Some("user.1"));
-    assert_eq!(as_bytes(get(&f, "payload")), cfg.as_bytes());
+    assert_eq!(stored_payload(&mut c, "q", &f), cfg.as_bytes());
     // Arrived at 0: before everything.
     let g = reenq(&mut c, "q", &config("z", None, 0), 0);
     assert_eq!(int(&g, "release_at"), 0);
@@ -690,7 +713,7 @@ fn move_release_seed_example() {
         enq(&mut c, "q", &config(&name, *coll, 0), 1000 * (i as i64 + 1));
     }
     let f = mv(&mut c, "q", &key_of("j1"), "RELEASE", 10_000);
-    assert_field_names(&f, &[]);
+    assert_write_fields(&f, &[]);
     assert_eq!(text(&f, "key"), key_of("j1"));
     assert_eq!(int(&f, "immediate"), 1);
     assert_eq!(int(&f, "created_at"), 1000);
@@ -754,7 +777,7 @@ fn move_delay_seed_example() {
         enq(&mut c, "q", &config(&name, *coll, 0), 1000 * (i as i64 + 1));
     }
     let f = mv(&mut c, "q", &key_of("j1"), "DELAY", 9000);
-    assert_field_names(&f, &[]);
+    assert_write_fields(&f, &[]);
     assert_eq!(int(&f, "immediate"), 0);
     assert_eq!(int(&f, "release_at"), 5000 + 10_000);
     assert_eq!(int(&f, "created_at"), 1000);
@@ -1105,7 +1128,7 @@ fn resp3_job_reply_is_a_map() {
     );
     assert!(matches!(v, Value::Map(_)), "{v:?}");
     let f = fields(v);
-    assert_field_names(&f, &["created"]);
+    assert_write_fields(&f, &["created"]);
     assert_eq!(get(&f, "collation"), &Value::Nil);
     assert_eq!(int(&f, "release_at"), 5);
     let st = ok(&mut c, &args!["ORCA.STATUS", "q", key_of("a")]);

@@ -164,7 +164,7 @@ fn put(ctx: &Context, args: Vec<RedisString>, kind: PutKind) -> CmdResult {
             PutKind::Immediate => q.put_immediate(&cfg, payload, now),
         }
         .map_err(core_err)?;
-        Ok((detach(&info, payload, cfg.collation.as_deref()), created))
+        Ok((detach(&info, cfg.collation.as_deref()), created))
     })?;
     let (info, created) = job.ok_or_else(|| err("queue missing"))?;
     replicate_created_order(ctx, name, order);
@@ -191,16 +191,17 @@ fn put(ctx: &Context, args: Vec<RedisString>, kind: PutKind) -> CmdResult {
     reply::write_job(
         &mut ffi::Client::new(ctx),
         &info,
+        false,
         &mut [("created", Val::Int(created as i64))],
     );
     Ok(Reply::Sent)
 }
 
 /// The reply's view of a job just put, borrowing the client's arguments
-/// instead of the queue (which the reply outlives): the stored payload is
-/// the one given, the collation the config's unless the job kept an
-/// earlier one. Only what differs is copied.
-fn detach<'a>(info: &JobInfo<'_>, payload: &'a [u8], collation: Option<&'a str>) -> JobInfo<'a> {
+/// instead of the queue (which the reply outlives): the collation is the
+/// config's unless the job kept an earlier one (then copied). The payload is
+/// not part of this reply (`reply::job_meta`).
+fn detach<'a>(info: &JobInfo<'_>, collation: Option<&'a str>) -> JobInfo<'a> {
     JobInfo {
         key: info.key,
         collation: info.collation.as_deref().map(|c| match collation {
@@ -212,11 +213,7 @@ fn detach<'a>(info: &JobInfo<'_>, payload: &'a [u8], collation: Option<&'a str>)
         created_at: info.created_at,
         release_at: info.release_at,
         attempts: info.attempts,
-        payload: if *info.payload == *payload {
-            Cow::Borrowed(payload)
-        } else {
-            Cow::Owned(info.payload.to_vec())
-        },
+        payload: Cow::Borrowed(&[]),
     }
 }
 
@@ -250,7 +247,9 @@ pub fn reenqueue(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
         let (info, created) = q
             .put_immediate(&cfg, payload, created_at)
             .map_err(core_err)?;
-        Ok(reply::job(&info).int("created", created as i64).build())
+        Ok(reply::job_meta(&info)
+            .int("created", created as i64)
+            .build())
     })?;
     replicate_created_order(ctx, name, order);
     ctx.replicate_verbatim();
@@ -288,7 +287,7 @@ pub fn move_job(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
     };
     let (reply, _) = write_queue(ctx, name, false, |q| {
         let info = q.move_job(&key, how, now).map_err(core_err)?;
-        Ok(reply::job(&info).build())
+        Ok(reply::job_meta(&info).build())
     })?;
     let reply = reply.ok_or_else(|| core_err(QueueError::NoSuchJob))?;
     let (pin_name, pin_value) = if release {

@@ -204,15 +204,34 @@ pub fn job(info: &JobInfo<'_>) -> Fields {
         .fold(Fields::new(), |f, (k, v)| f.value(k, v.owned()))
 }
 
+/// The reply of the commands that write a job (ENQUEUE, IMMEDIATE,
+/// REENQUEUE, MOVE): the job reply without `payload`, which the client
+/// sent or already has (docs/commands.md).
+pub fn job_meta(info: &JobInfo<'_>) -> Fields {
+    job_fields(info)
+        .into_iter()
+        .filter(|(k, _)| *k != "payload")
+        .fold(Fields::new(), |f, (k, v)| f.value(k, v.owned()))
+}
+
 /// The job reply with `extra` fields, written without building a tree:
 /// the same map, in the same (alphabetical) order, as `job(info)` with the
 /// extra fields added and built.
-pub fn write_job<S: Sink>(s: &mut S, info: &JobInfo<'_>, extra: &mut [(&'static str, Val<'_>)]) {
+/// Without `payload` when `payload` is false (as `job_meta`).
+pub fn write_job<S: Sink>(
+    s: &mut S,
+    info: &JobInfo<'_>,
+    payload: bool,
+    extra: &mut [(&'static str, Val<'_>)],
+) {
     extra.sort_unstable_by_key(|(k, _)| *k);
     let fields = job_fields(info);
-    s.map(fields.len() + extra.len());
+    s.map(fields.len() - !payload as usize + extra.len());
     let mut extra = extra.iter().peekable();
     for (k, v) in fields {
+        if !payload && k == "payload" {
+            continue;
+        }
         while let Some((ek, ev)) = extra.next_if(|(ek, _)| *ek < k) {
             s.bulk(ek.as_bytes());
             ev.write(s);
@@ -238,7 +257,7 @@ fn write_delivery<S: Sink>(s: &mut S, d: &Delivery) {
         ],
         None => [attempt, ("lease", Val::Null), ("deadline", Val::Null)],
     };
-    write_job(s, &d.job, &mut extra);
+    write_job(s, &d.job, true, &mut extra);
 }
 
 #[cfg(test)]
@@ -318,7 +337,11 @@ mod tests {
                 for created in [0, 1] {
                     let tree = job(&i).int("created", created).build();
                     let mut s = Rec::default();
-                    write_job(&mut s, &i, &mut [("created", Val::Int(created))]);
+                    write_job(&mut s, &i, true, &mut [("created", Val::Int(created))]);
+                    assert_eq!(s.0, rec(&tree));
+                    let tree = job_meta(&i).int("created", created).build();
+                    let mut s = Rec::default();
+                    write_job(&mut s, &i, false, &mut [("created", Val::Int(created))]);
                     assert_eq!(s.0, rec(&tree));
                 }
                 // Extras given out of order, before, between and after the
@@ -333,6 +356,7 @@ mod tests {
                 write_job(
                     &mut s,
                     &i,
+                    true,
                     &mut [
                         ("state", Val::Bytes(b"x")),
                         ("zz", Val::Int(1)),
