@@ -1,6 +1,7 @@
 //! The queue core: pure Rust, no Redis types, no `unsafe`, time passed in.
 //!
 //! - `config`: job config parsing and the orca key
+//! - `scan`: the single-pass JSON scanner behind `config`
 //! - `index`: the order-statistic tree behind the global reservation order
 //! - `queue`: the queue and its operations
 //! - `check`: the invariant check (`ORCA.CHECK`)
@@ -15,6 +16,7 @@ pub mod error;
 pub mod index;
 pub mod inspect;
 pub mod queue;
+pub mod scan;
 pub mod worker;
 
 pub use config::{decode_key, encode_key, parse_config, JobConfig, JobKey};
