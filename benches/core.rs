@@ -14,6 +14,20 @@ fn config(i: u64, collations: u64) -> Vec<u8> {
     .into_bytes()
 }
 
+/// `benches/job.json` (the ~1 KB config of `make bench`) with each
+/// `__rand_int__` replaced by a 12-digit number.
+fn job_json() -> Vec<u8> {
+    let text = include_str!("job.json");
+    let mut json = String::new();
+    for (i, part) in text.trim_end().split("__rand_int__").enumerate() {
+        if i > 0 {
+            json.push_str(&format!("{}", 100_000_000_000u64 + 7919 * i as u64));
+        }
+        json.push_str(part);
+    }
+    json.into_bytes()
+}
+
 fn filled(n: u64) -> Queue {
     let mut q = Queue::new(Order::Lifo);
     for i in 0..n {
@@ -28,6 +42,10 @@ fn benches(c: &mut Criterion) {
     let sample = config(1, 10);
     c.bench_function("parse_config (~500 B)", |b| {
         b.iter(|| parse_config(black_box(&sample)).unwrap())
+    });
+    let job = job_json();
+    c.bench_function("parse_config/job.json", |b| {
+        b.iter(|| parse_config(black_box(&job)).unwrap())
     });
     for &n in &[1_000u64, 100_000] {
         let base = filled(n);

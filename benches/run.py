@@ -805,7 +805,7 @@ def write_report(b, outdir, total_wall, commit):
       "a small member), the yardstick of the targets.")
     w("- **ORCA.ENQUEUE**: `ORCA.ENQUEUE q <config>`: parse the config, derive the orca key "
       "(sha256 + base64), create the job, its reservation and its place in the collation stack, "
-      "reply with the job (the reply carries the payload back), replicate with `NOW` pinned, "
+      "reply with the job's metadata (orca key, nonce, times; not the payload the client just sent), replicate with `NOW` pinned, "
       "keyspace event, wake blocked poppers.")
     w("- **Lua enqueue / Lua pop**: seed 000's operations as Lua scripts on native keys "
       "(benches/lua/): a ZSET of reservations, a LIST per collation, a SET of nonces per "

@@ -1,15 +1,16 @@
 //! The job config (Orca's `GradingJobConfig`): the few fields the queue reads,
 //! validated in one pass, and the orca key derived from them.
 //!
-//! The config is scanned once into a borrowed struct; every field the queue does
-//! not need is skipped without building a DOM (see docs/design.md for costs).
+//! The config is scanned once (`scan.rs`, a hand-written validator that
+//! accepts exactly what the earlier serde_json parse accepted); every field
+//! the queue does not need is skipped without building anything (see
+//! docs/design.md for costs).
 
 use base64::Engine;
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use std::borrow::Cow;
 
 use super::error::QueueError;
+use super::scan::{self, Id, Num};
 use super::MAX_TIME;
 
 /// The raw 32-byte SHA-256 of `key + response_url`; shown as base64.
@@ -54,75 +55,6 @@ pub struct JobConfig {
     pub priority: i64,
 }
 
-#[derive(Deserialize)]
-struct RawConfig<'a> {
-    #[serde(borrow)]
-    key: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    response_url: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    collation: Option<RawCollation<'a>>,
-    #[serde(default)]
-    priority: Option<serde_json::Number>,
-}
-
-/// `{"type": ..., "id": ...}`: an object only (the derived parser would
-/// also take a positional array).
-struct RawCollation<'a> {
-    kind: Option<Cow<'a, str>>,
-    id: Option<RawId<'a>>,
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for RawCollation<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
-            type Value = RawCollation<'a>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a collation object {\"type\": ..., \"id\": ...}")
-            }
-            fn visit_map<M: serde::de::MapAccess<'de>>(
-                self,
-                mut m: M,
-            ) -> Result<Self::Value, M::Error> {
-                let mut out = RawCollation {
-                    kind: None,
-                    id: None,
-                };
-                while let Some(k) = m.next_key::<Cow<'de, str>>()? {
-                    match &*k {
-                        "type" => {
-                            if out.kind.is_some() {
-                                return Err(serde::de::Error::duplicate_field("type"));
-                            }
-                            out.kind = m.next_value::<Option<Cow<'de, str>>>()?;
-                        }
-                        "id" => {
-                            if out.id.is_some() {
-                                return Err(serde::de::Error::duplicate_field("id"));
-                            }
-                            out.id = m.next_value::<Option<RawId<'de>>>()?;
-                        }
-                        _ => {
-                            m.next_value::<serde::de::IgnoredAny>()?;
-                        }
-                    }
-                }
-                Ok(out)
-            }
-        }
-        d.deserialize_map(V(std::marker::PhantomData))
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum RawId<'a> {
-    #[serde(borrow)]
-    Str(Cow<'a, str>),
-    Int(i64),
-}
-
 /// Bounds on what a config may hold (module settings `orca.max-key-length`
 /// and `orca.max-collation-id-length`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,12 +77,7 @@ pub fn parse_config(bytes: &[u8]) -> Result<JobConfig, QueueError> {
 
 /// `parse_config` with bounds on the key and collation id lengths (bytes).
 pub fn parse_config_limited(bytes: &[u8], limits: &ConfigLimits) -> Result<JobConfig, QueueError> {
-    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
-    if first != Some(&b'{') {
-        return Err(QueueError::BadConfig("config must be a JSON object".into()));
-    }
-    let raw: RawConfig = serde_json::from_slice(bytes)
-        .map_err(|e| QueueError::BadConfig(format!("invalid config JSON: {e}")))?;
+    let raw = scan::scan(bytes).map_err(|e| QueueError::BadConfig(e.to_string()))?;
     let key = raw
         .key
         .ok_or_else(|| QueueError::BadConfig("config has no string field 'key'".into()))?;
@@ -161,26 +88,28 @@ pub fn parse_config_limited(bytes: &[u8], limits: &ConfigLimits) -> Result<JobCo
             limits.max_key_len
         )));
     }
-    let url = raw.response_url.unwrap_or(Cow::Borrowed(""));
+    let url = raw.response_url.as_deref().unwrap_or_default();
     let priority = match raw.priority {
         None => 0,
-        Some(n) => {
-            if let Some(v) = n.as_u64() {
-                if v > MAX_TIME as u64 {
-                    return Err(QueueError::BadConfig(format!(
-                        "priority must be at most {MAX_TIME} ms"
-                    )));
-                }
-                v as i64
-            } else if n.as_i64().is_some() {
-                return Err(QueueError::BadConfig(
-                    "priority must be an integer >= 0 (ms)".into(),
-                ));
-            } else {
-                return Err(QueueError::BadConfig(
-                    "priority must be an integer number of ms, not a fraction".into(),
-                ));
+        Some(Num::U64(v)) => {
+            if v > MAX_TIME as u64 {
+                return Err(QueueError::BadConfig(format!(
+                    "priority must be at most {MAX_TIME} ms"
+                )));
             }
+            v as i64
+        }
+        Some(Num::I64(_)) => {
+            return Err(QueueError::BadConfig(
+                "priority must be an integer >= 0 (ms)".into(),
+            ))
+        }
+        // A fraction or exponent, -0, or beyond 64 bits (what serde_json
+        // would hold as f64).
+        Some(Num::F64) => {
+            return Err(QueueError::BadConfig(
+                "priority must be an integer number of ms, not a fraction".into(),
+            ))
         }
     };
     let collation = match raw.collation {
@@ -189,14 +118,22 @@ pub fn parse_config_limited(bytes: &[u8], limits: &ConfigLimits) -> Result<JobCo
             let kind = c.kind.ok_or_else(|| {
                 QueueError::BadConfig("collation needs a 'type' of \"user\" or \"team\"".into())
             })?;
-            if kind != "user" && kind != "team" {
-                return Err(QueueError::BadConfig(
-                    "collation type must be \"user\" or \"team\"".into(),
-                ));
-            }
-            let id = match c.id {
-                Some(RawId::Str(s)) => s.into_owned(),
-                Some(RawId::Int(i)) => i.to_string(),
+            let kind = match &*kind {
+                b"user" => "user",
+                b"team" => "team",
+                _ => {
+                    return Err(QueueError::BadConfig(
+                        "collation type must be \"user\" or \"team\"".into(),
+                    ))
+                }
+            };
+            let int;
+            let id: &[u8] = match &c.id {
+                Some(Id::Str(s)) => s,
+                Some(Id::Int(i)) => {
+                    int = i.to_string();
+                    int.as_bytes()
+                }
                 None => {
                     return Err(QueueError::BadConfig(
                         "collation needs an 'id' (string)".into(),
@@ -215,11 +152,18 @@ pub fn parse_config_limited(bytes: &[u8], limits: &ConfigLimits) -> Result<JobCo
                     limits.max_collation_id_len
                 )));
             }
-            Some(format!("{kind}.{id}"))
+            // The scanner checked that strings are UTF-8.
+            let id = std::str::from_utf8(id)
+                .map_err(|_| QueueError::BadConfig("collation id is not UTF-8".into()))?;
+            let mut name = String::with_capacity(kind.len() + 1 + id.len());
+            name.push_str(kind);
+            name.push('.');
+            name.push_str(id);
+            Some(name)
         }
     };
     Ok(JobConfig {
-        job_key: orca_key(&key, &url),
+        job_key: key_of(&key, url),
         collation,
         priority,
     })
@@ -227,9 +171,13 @@ pub fn parse_config_limited(bytes: &[u8], limits: &ConfigLimits) -> Result<JobCo
 
 /// sha256(key + response_url), raw.
 pub fn orca_key(key: &str, response_url: &str) -> JobKey {
+    key_of(key.as_bytes(), response_url.as_bytes())
+}
+
+fn key_of(key: &[u8], response_url: &[u8]) -> JobKey {
     let mut h = Sha256::new();
-    h.update(key.as_bytes());
-    h.update(response_url.as_bytes());
+    h.update(key);
+    h.update(response_url);
     h.finalize().into()
 }
 

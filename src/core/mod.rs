@@ -1,6 +1,7 @@
 //! The queue core: pure Rust, no Redis types, no `unsafe`, time passed in.
 //!
 //! - `config`: job config parsing and the orca key
+//! - `scan`: the single-pass JSON scanner behind `config`
 //! - `index`: the order-statistic tree behind the global reservation order
 //! - `queue`: the queue and its operations
 //! - `names`: collation names packed into their record
@@ -18,6 +19,7 @@ pub mod index;
 pub mod inspect;
 pub mod names;
 pub mod queue;
+pub mod scan;
 pub mod slab;
 pub mod worker;
 

@@ -4,7 +4,11 @@
 //! includes this file as a module).
 //!
 //! - `config`: `parse_config` on arbitrary bytes: never panics; what it
-//!   accepts is in range and can be enqueued; the limited parser is stricter.
+//!   accepts is in range and can be enqueued; the limited parser is stricter;
+//!   and it is differential: the scanner (`src/core/scan.rs`) accepts
+//!   exactly what the serde_json reference (`config_ref.rs`) accepts and
+//!   reads the same `JobConfig`, with and without limits, also with the
+//!   input wrapped as the `key` value of a config and as a skipped field.
 //! - `codec`: `Queue::decode` on arbitrary bytes: never panics; if it
 //!   accepts, `check()` is Ok, encode/decode round-trips byte for byte (also
 //!   split into AOF-style parts), and a few operations keep `check()` Ok,
@@ -14,6 +18,9 @@
 //!   cancel, tick, dead requeue/purge, order, clock changes, codec round
 //!   trips) with the clock as input: `check()` after each, and an operation
 //!   that fails changes nothing.
+
+#[path = "config_ref.rs"]
+pub mod config_ref;
 
 use orca::core::config::{parse_config_limited, valid_collation_name, ConfigLimits};
 use orca::core::inspect::metadata_matches;
@@ -121,12 +128,38 @@ fn round_trip(q: &Queue, what: &str) -> Queue {
 // config
 // ---------------------------------------------------------------------------
 
+/// Wrap `data` the way a field of a config would hold it: inside a string
+/// (`"key":"<data>"`) and as a skipped value (`"x":<data>`), so the
+/// byte-level fuzzing reaches the string and skip paths with few bytes.
+fn config_wrappings(data: &[u8]) -> [Vec<u8>; 3] {
+    let mut as_key = b"{\"key\":\"".to_vec();
+    as_key.extend_from_slice(data);
+    as_key.extend_from_slice(b"\"}");
+    let mut skipped = b"{\"key\":\"k\",\"x\":".to_vec();
+    skipped.extend_from_slice(data);
+    skipped.extend_from_slice(b"}");
+    let mut in_collation = b"{\"key\":\"k\",\"collation\":{\"type\":\"user\",\"id\":".to_vec();
+    in_collation.extend_from_slice(data);
+    in_collation.extend_from_slice(b"}}");
+    [as_key, skipped, in_collation]
+}
+
 pub fn config(data: &[u8]) {
     let plain = parse_config(data);
     let limits = ConfigLimits {
         max_key_len: 8,
         max_collation_id_len: 4,
     };
+    for l in [&ConfigLimits::NONE, &limits] {
+        if let Err(e) = config_ref::compare(data, l) {
+            panic!("{e}");
+        }
+    }
+    for wrapped in config_wrappings(data) {
+        if let Err(e) = config_ref::compare(&wrapped, &ConfigLimits::NONE) {
+            panic!("{e}");
+        }
+    }
     let limited = parse_config_limited(data, &limits);
     match &plain {
         Ok(c) => {
