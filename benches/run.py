@@ -12,7 +12,7 @@ writes docs/benchmarks.md and docs/bench-depth.svg.
     python3 benches/run.py --quick    # smoke run: small sizes, output in a temp dir
 
 Environment: BENCH_SECS (target seconds per redis-benchmark run, default 1.2),
-BENCH_ROUNDS (alternating rounds of the target rows, default 3),
+BENCH_ROUNDS (alternating rounds of the target rows, default 5),
 REDIS_SERVER / REDIS_BENCHMARK (binaries), ORCA_MODULE (the built .so).
 """
 
@@ -223,7 +223,7 @@ class Bench:
         self.args = args
         self.quick = args.quick
         self.secs = float(os.environ.get("BENCH_SECS", "0.4" if args.quick else "1.2"))
-        self.rounds = int(os.environ.get("BENCH_ROUNDS", "1" if args.quick else "3"))
+        self.rounds = int(os.environ.get("BENCH_ROUNDS", "1" if args.quick else "5"))
         self.scale = 0.1 if args.quick else 1.0
         self.depths = [1000, 10000, 100000] if args.quick else [1000, 100000, 1000000]
         self.workdir = workdir
@@ -770,7 +770,7 @@ def write_report(b, outdir, total_wall, commit):
       "(`cargo bench --bench core`) are NOT part of it: run them with `make bench-core`.\n")
     w("Knobs (environment): `BENCH_SECS` (target seconds per redis-benchmark run, default 1.2; "
       "each run's request count is calibrated by a short probe), `BENCH_ROUNDS` (alternating "
-      "rounds of the target rows, default 3), `BENCH_NATIVE_RDB=1` (also time SAVE and load of "
+      "rounds of the target rows, default 5), `BENCH_NATIVE_RDB=1` (also time SAVE and load of "
       "the 1M jobs as native keys).\n")
     w("## Targets\n")
     w("| target | wanted | this run | verdict | detail |\n|---|---|---|---|---|")

@@ -5,9 +5,10 @@
 //! little beyond its payload (docs/design.md, "Memory"). A `HashMap` keeps
 //! its entries inline at a load factor between 44% and 87%, so at a million
 //! jobs it spends more on empty buckets than on jobs; a `Vec` doubles and
-//! copies everything when it grows. Here records live in fixed chunks (no
-//! copy on growth, at most one chunk of slack) and the lookup table holds
-//! only 4-byte ids.
+//! copies everything when it grows. Here records live in chunks of 256 KiB
+//! (a jemalloc size class; no copy when another chunk is added, at most one
+//! chunk of slack), the first of which grows by doubling so a small queue
+//! stays small, and the lookup table holds only 4-byte ids.
 
 /// The id that means "none".
 pub const NIL: u32 = u32::MAX;
@@ -81,10 +82,23 @@ impl<T> Slab<T> {
         if id >= MAX_ID as usize {
             return None;
         }
-        if self.chunks.last().is_none_or(|c| c.len() == Self::PER) {
-            self.chunks.push(Vec::with_capacity(Self::PER));
+        match self.chunks.last_mut() {
+            Some(last) if last.len() < Self::PER => {
+                if last.len() == last.capacity() {
+                    // Only the first chunk grows (a small queue must not
+                    // pay for a whole chunk); the others are born full size.
+                    let more = last.capacity().max(4).min(Self::PER - last.len());
+                    last.reserve_exact(more);
+                }
+                last.push(Some(v));
+            }
+            _ => {
+                let cap = if self.chunks.is_empty() { 4 } else { Self::PER };
+                let mut chunk = Vec::with_capacity(cap);
+                chunk.push(Some(v));
+                self.chunks.push(chunk);
+            }
         }
-        self.chunks.last_mut()?.push(Some(v));
         self.len += 1;
         Some(id as u32)
     }
@@ -131,7 +145,7 @@ impl<T> Slab<T> {
 
     /// Heap bytes held (for `MEMORY USAGE`).
     pub fn heap_bytes(&self) -> usize {
-        self.chunks.len() * Self::PER * std::mem::size_of::<Option<T>>()
+        self.chunks.iter().map(Vec::capacity).sum::<usize>() * std::mem::size_of::<Option<T>>()
             + self.chunks.capacity() * std::mem::size_of::<Vec<Option<T>>>()
             + self.free.capacity() * 4
     }
@@ -295,6 +309,12 @@ mod tests {
         assert_eq!(s[99_999], "99999");
         assert_eq!(s.get(100_000), None);
         assert_eq!(s.iter().count(), 100_000);
+        // A small slab holds little: the first chunk grows with it.
+        let mut small: Slab<u64> = Slab::default();
+        for i in 0..10u64 {
+            small.insert(i);
+        }
+        assert!(small.heap_bytes() < 512, "{}", small.heap_bytes());
     }
 
     #[test]
