@@ -13,7 +13,7 @@
 # the adapter's main functions. Dumps stay in $OUT (default
 # /tmp/orca-callgrind) for callgrind_annotate.
 #
-# Workloads: ENQUEUE (new job each time), then POP LEASE 0 and
+# Workloads: SET of the same payload (the yardstick), ENQUEUE (new job each time), then POP LEASE 0 and
 # POP LEASE 600000 each on a queue filled (uninstrumented) with a few more
 # jobs than it pops.
 set -euo pipefail
@@ -76,6 +76,7 @@ measure() { # label args...
     sort -rn | head -45 || true
 }
 
+measure SET SET "job:__rand_int__" "$tpl"
 measure ENQUEUE ORCA.ENQUEUE q "$tpl"
 for lease in 0 600000; do
   cli FLUSHALL >/dev/null
