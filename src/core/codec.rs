@@ -407,6 +407,14 @@ impl Queue {
                 "imported leases, retries, dead jobs or results collide with the queue's",
             ));
         }
+        // Room for every record (checked now: nothing may change on refusal).
+        let max = super::slab::MAX_ID as usize;
+        if self.len() + other.len() >= max
+            || self.index.len() + other.index.len() >= max
+            || self.colls.len() + other.colls.len() >= max
+        {
+            return Err(QueueError::Full);
+        }
         let (next_seq, front_tie) = (other.next_seq, other.front_tie);
         let (singles, colls) = other.drain_units()?;
         let work = std::mem::take(&mut other.work);

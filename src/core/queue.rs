@@ -278,7 +278,9 @@ impl Queue {
 
     pub(crate) fn job_id(&self, key: &JobKey) -> Option<u32> {
         let jobs = &self.jobs;
-        self.by_key.find(key_hash(key), |id| jobs[id].key == *key)
+        self.by_key.find(key_hash(key), |id| {
+            jobs.get(id).is_some_and(|j| j.key == *key)
+        })
     }
 
     /// Hash of a name: of its packed form, or of the text of a long name.
@@ -305,8 +307,11 @@ impl Queue {
         let h = Self::name_hash(&self.name_hasher, packed.as_ref(), name);
         let (colls, long) = (&self.colls, &self.long_names);
         self.by_name.find(h, |id| match &packed {
-            Some(p) => colls[id].name == *p,
-            None => colls[id].name.is_long() && long.get(&id).is_some_and(|s| &**s == name),
+            Some(p) => colls.get(id).is_some_and(|c| c.name == *p),
+            None => {
+                colls.get(id).is_some_and(|c| c.name.is_long())
+                    && long.get(&id).is_some_and(|s| &**s == name)
+            }
         })
     }
 
@@ -356,7 +361,7 @@ impl Queue {
 
     /// Refuse (before changing anything) when another job, reservation and
     /// collation could not be stored.
-    fn room(&self) -> Result<(), QueueError> {
+    pub(crate) fn room(&self) -> Result<(), QueueError> {
         if self.jobs.has_room() && self.index.has_room() && self.colls.has_room() {
             Ok(())
         } else {

@@ -173,9 +173,18 @@ impl<T> std::ops::IndexMut<u32> for Slab<T> {
 }
 
 /// A set of ids found by a 64-bit hash of their record's key: linear probing
-/// over a power-of-two table of `u32`, at most 7/8 full, deletion by
+/// over a power-of-two table of `u32`, at most 3/4 full, deletion by
 /// backward shift (no tombstones). The caller supplies the hash and the key
-/// comparison, so the table holds nothing but ids.
+/// comparison, so the table holds nothing but ids, plus a 2-bit tag from the
+/// hash in each slot's two free high bits (ids stay below 2^30): a probe
+/// reads the record behind a slot only when the tags match, so a lookup of an
+/// absent key (every new job's) rarely touches a record at all.
+const ID_MASK: u32 = (1 << 30) - 1;
+
+fn tag(hash: u64) -> u32 {
+    ((hash >> 62) as u32) << 30
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct IdTable {
     slots: Vec<u32>,
@@ -201,14 +210,15 @@ impl IdTable {
             return None;
         }
         let mask = self.mask();
+        let t = tag(hash);
         let mut i = hash as usize & mask;
         loop {
-            let id = self.slots[i];
-            if id == NIL {
+            let slot = self.slots[i];
+            if slot == NIL {
                 return None;
             }
-            if is(id) {
-                return Some(id);
+            if slot & !ID_MASK == t && is(slot & ID_MASK) {
+                return Some(slot & ID_MASK);
             }
             i = (i + 1) & mask;
         }
@@ -217,10 +227,11 @@ impl IdTable {
     /// Add `id` (not present yet). `hash_of` gives the hash of any stored id
     /// (needed when the table grows).
     pub fn insert(&mut self, hash: u64, id: u32, hash_of: impl Fn(u32) -> u64) {
-        if (self.len + 1) * 8 > self.slots.len() * 7 {
+        if (self.len + 1) * 4 > self.slots.len() * 3 {
             let cap = (self.slots.len() * 2).max(8);
             let old = std::mem::replace(&mut self.slots, vec![NIL; cap]);
             for other in old.into_iter().filter(|&x| x != NIL) {
+                let other = other & ID_MASK;
                 self.place(hash_of(other), other);
             }
         }
@@ -234,7 +245,7 @@ impl IdTable {
         while self.slots[i] != NIL {
             i = (i + 1) & mask;
         }
-        self.slots[i] = id;
+        self.slots[i] = id | tag(hash);
     }
 
     /// Remove `id` (found by `hash`).
@@ -247,7 +258,7 @@ impl IdTable {
         loop {
             match self.slots[i] {
                 NIL => return false,
-                x if x == id => break,
+                x if x & ID_MASK == id => break,
                 _ => i = (i + 1) & mask,
             }
         }
@@ -260,7 +271,7 @@ impl IdTable {
             if x == NIL {
                 break;
             }
-            let home = hash_of(x) as usize & mask;
+            let home = hash_of(x & ID_MASK) as usize & mask;
             if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
                 self.slots[hole] = x;
                 hole = j;
@@ -325,7 +336,8 @@ mod tests {
         let mut t = IdTable::default();
         let mut model: HashMap<u64, u32> = HashMap::new();
         let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-        let h = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 7 & 0x3f;
+        // Home buckets from the low bits (few of them), tags from the top two.
+        let h = |k: u64| (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 7 & 0x3f) | (k % 4) << 62;
         for _ in 0..50_000 {
             x ^= x << 13;
             x ^= x >> 7;

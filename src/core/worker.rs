@@ -242,7 +242,7 @@ impl Queue {
             } else if policy.exhausted(lease.job.attempts) {
                 self.bury(lease.key, lease.job, now, DeathCause::Expired);
                 report.died += 1;
-            } else if self.requeue_parked(lease.key, lease.job) {
+            } else if self.requeue_parked(lease.key, lease.job, now, DeathCause::Expired) {
                 report.requeued += 1;
             }
         }
@@ -254,7 +254,7 @@ impl Queue {
             if let Some(d) = self.work.delayed.remove(&key) {
                 self.work.bytes -= d.job.payload.len();
                 report.retried += 1;
-                if self.requeue_parked(key, d.job) {
+                if self.requeue_parked(key, d.job, now, DeathCause::Failed) {
                     report.requeued += 1;
                 }
             }
@@ -295,8 +295,14 @@ impl Queue {
 
     /// Put a returning attempt back as immediate at its original arrival
     /// time, unless its key is waiting already. Returns whether it was queued.
-    fn requeue_parked(&mut self, key: JobKey, job: Parked) -> bool {
+    fn requeue_parked(&mut self, key: JobKey, job: Parked, now: i64, cause: DeathCause) -> bool {
         if self.contains(&key) || self.work.delayed.contains_key(&key) {
+            return false;
+        }
+        if self.room().is_err() {
+            // No room for another record (a key holds at most 2^30 - 1):
+            // keep the job as a dead letter rather than lose it.
+            self.bury(key, job, now, cause);
             return false;
         }
         let score = job.created_at.clamp(0, MAX_TIME);
@@ -504,7 +510,7 @@ impl Queue {
             return Ok(NackOutcome::Superseded);
         }
         if retry_at <= now {
-            self.requeue_parked(*key, lease.job);
+            self.requeue_parked(*key, lease.job, now, DeathCause::Failed);
         } else {
             self.work.bytes += lease.job.payload.len();
             self.work.delayed_order.insert((retry_at, *key));
@@ -600,6 +606,7 @@ impl Queue {
             return Err(QueueError::AlreadyQueued);
         }
         self.seq_room()?;
+        self.room()?;
         let d = self.work.dead.remove(key).ok_or(QueueError::NoSuchJob)?;
         self.work.dead_order.remove(&(d.died_at, d.seq, *key));
         self.work.bytes -= d.job.payload.len();
