@@ -862,7 +862,11 @@ impl Queue {
             return Ok(None);
         };
         let owner = self.index.val(n);
+        let nonce = self.nonce_of(n);
+        let rk = self.rk(n);
         let (j, immediate) = if owner & OWNED_BY_COLLATION != 0 {
+            // The collation's earliest reservation, paired with its stack's
+            // front: detaching the front takes both (O(1)).
             let c = owner & !OWNED_BY_COLLATION;
             let coll = self
                 .colls
@@ -872,31 +876,13 @@ impl Queue {
             if coll.rhead != n || j == NIL {
                 return Err(corrupt("collation out of step with the order"));
             }
-            let next = self.jobs[j].link;
-            let rnext = self.index.aux(n);
-            let coll = &mut self.colls[c];
-            coll.head = next;
-            coll.rhead = rnext;
-            if next == NIL {
-                coll.tail = NIL;
-            }
-            if rnext == NIL {
-                coll.rtail = NIL;
-            }
-            coll.len -= 1;
-            if coll.len == 0 {
-                self.active -= 1;
-            }
-            let job = &mut self.jobs[j];
-            job.coll = c;
-            job.link = NIL;
+            self.detach_collated(j)?;
             (j, false)
         } else {
-            (owner, self.index.aux(n) & IMMEDIATE != 0)
+            let immediate = self.index.aux(n) & IMMEDIATE != 0;
+            self.remove_res(n);
+            (owner, immediate)
         };
-        let nonce = self.nonce_of(n);
-        let rk = self.rk(n);
-        self.remove_res(n);
         let (job, attempts, collation) = self.drop_job(j)?;
         Ok(Some(JobInfo {
             key: job.key,
