@@ -16,9 +16,9 @@ use std::rc::Rc;
 
 use super::config::{valid_collation_name, JobKey};
 use super::error::QueueError;
+use super::limits::{MAX_TIME, SEQ_LOAD_LIMIT};
 use super::queue::{LoadedJob, Order, Queue, ResKey, IMMEDIATE};
-use super::worker::{Dead, DeathCause, Delayed, Lease, Parked, StoredResult};
-use super::{MAX_TIME, SEQ_LOAD_LIMIT};
+use super::work::{Dead, DeathCause, Delayed, Lease, Parked, StoredResult};
 
 /// Encoding versions. A loader reads every version up to `ENCODING_CURRENT`
 /// and refuses newer ones.
@@ -169,21 +169,29 @@ impl<'a> Reader<'a> {
             1 => true,
             _ => return Err(corrupt("bad immediate flag")),
         };
-        let collation = match self.u8()? {
-            0 => None,
-            1 => {
-                let name = std::str::from_utf8(self.bytes()?)
-                    .map_err(|_| corrupt("collation name not UTF-8"))?;
-                if !valid_collation_name(name) {
-                    return Err(corrupt("invalid collation name"));
-                }
-                Some(name)
-            }
-            _ => return Err(corrupt("bad collation flag")),
-        };
+        let collation = self.optional_collation()?;
         let payload = self.bytes()?;
         Ok((created_at, attempts, immediate, collation, payload))
     }
+    /// A collation name: UTF-8 and valid.
+    fn collation_name(&mut self) -> Result<&'a str, QueueError> {
+        let name =
+            std::str::from_utf8(self.bytes()?).map_err(|_| corrupt("collation name not UTF-8"))?;
+        if !valid_collation_name(name) {
+            return Err(corrupt("invalid collation name"));
+        }
+        Ok(name)
+    }
+
+    /// A flag byte, then the collation name if the flag is 1.
+    fn optional_collation(&mut self) -> Result<Option<&'a str>, QueueError> {
+        match self.u8()? {
+            0 => Ok(None),
+            1 => Ok(Some(self.collation_name()?)),
+            _ => Err(corrupt("bad collation flag")),
+        }
+    }
+
     fn done(&self) -> Result<(), QueueError> {
         if self.buf.is_empty() {
             Ok(())
@@ -516,190 +524,196 @@ impl QueueBuilder {
     pub fn add_unit(&mut self, unit: &[u8]) -> Result<(), QueueError> {
         let mut r = Reader { buf: unit };
         match r.u8()? {
-            UNIT_SINGLE => {
-                let (key, created_at, attempts, payload) = r.job()?;
-                let collation = match r.u8()? {
-                    0 => None,
-                    1 => {
-                        let name = std::str::from_utf8(r.bytes()?)
-                            .map_err(|_| corrupt("collation name not UTF-8"))?;
-                        if !valid_collation_name(name) {
-                            return Err(corrupt("invalid collation name"));
-                        }
-                        Some(name)
-                    }
-                    _ => return Err(corrupt("bad collation flag")),
-                };
-                let (rk, nonce) = r.res()?;
-                let immediate = match r.u8()? {
-                    0 => false,
-                    1 => true,
-                    _ => return Err(corrupt("bad immediate flag")),
-                };
-                r.done()?;
-                if rk.tie < 0 && !immediate {
-                    return Err(corrupt("front reservation of a job that is not immediate"));
-                }
-                self.note(rk, nonce);
-                self.q.load_single(
-                    LoadedJob {
-                        key,
-                        created_at,
-                        attempts,
-                        payload: payload.into(),
-                    },
-                    collation,
-                    rk,
-                    nonce,
-                    immediate,
-                )
-            }
-            UNIT_COLLATION => {
-                let name = std::str::from_utf8(r.bytes()?)
-                    .map_err(|_| corrupt("collation name not UTF-8"))?;
-                if !valid_collation_name(name) {
-                    return Err(corrupt("invalid collation name"));
-                }
-                if self.q.has_collation(name) {
-                    return Err(corrupt("duplicate collation"));
-                }
-                let m = r.u64()?;
-                if m == 0 {
-                    return Err(corrupt("empty collation"));
-                }
-                let mut jobs = Vec::new();
-                for _ in 0..m {
-                    let (key, created_at, attempts, payload) = r.job()?;
-                    jobs.push(LoadedJob {
-                        key,
-                        created_at,
-                        attempts,
-                        payload: payload.into(),
-                    });
-                }
-                let mut res = Vec::new();
-                let mut nonces = HashSet::new();
-                for _ in 0..m {
-                    let (rk, nonce) = r.res()?;
-                    if rk.tie < 0 {
-                        return Err(corrupt("front reservation in a collation"));
-                    }
-                    if !nonces.insert(nonce) {
-                        return Err(corrupt("duplicate nonce in a collation"));
-                    }
-                    res.push((rk, nonce));
-                }
-                r.done()?;
-                for (rk, nonce) in &res {
-                    self.note(*rk, *nonce);
-                }
-                self.q.load_collation(name, jobs, res)
-            }
-            UNIT_LEASE => {
-                let token = r.token()?;
-                let key = r.key()?;
-                let deadline = r.time()?;
-                let superseded = match r.u8()? {
-                    0 => false,
-                    1 => true,
-                    _ => return Err(corrupt("bad superseded flag")),
-                };
-                let job = self.parked(&mut r)?;
-                r.done()?;
-                let w = &self.q.work;
-                if w.leases.contains_key(&token) || w.cancelled.contains_key(&token) {
-                    return Err(corrupt("duplicate lease token"));
-                }
-                self.max_seq = self.max_seq.max(token as i64);
-                self.q.lease_insert(
-                    token,
-                    Lease {
-                        key,
-                        deadline,
-                        job,
-                        superseded,
-                    },
-                );
-                Ok(())
-            }
-            UNIT_DELAYED => {
-                let key = r.key()?;
-                let retry_at = r.time()?;
-                let job = self.parked(&mut r)?;
-                r.done()?;
-                let w = &mut self.q.work;
-                if w.delayed.contains_key(&key) {
-                    return Err(corrupt("duplicate delayed job"));
-                }
-                w.bytes += job.payload.len();
-                w.delayed_order.insert((retry_at, key));
-                w.delayed.insert(key, Delayed { retry_at, job });
-                Ok(())
-            }
-            UNIT_DEAD => {
-                let key = r.key()?;
-                let died_at = r.time()?;
-                let seq = r.i64()?;
-                if !(1..SEQ_LOAD_LIMIT).contains(&seq) {
-                    return Err(corrupt("dead sequence out of range"));
-                }
-                let cause = DeathCause::from_u8(r.u8()?)
-                    .ok_or_else(|| corrupt("unknown cause of death"))?;
-                let job = self.parked(&mut r)?;
-                r.done()?;
-                let w = &mut self.q.work;
-                if w.dead.contains_key(&key) {
-                    return Err(corrupt("duplicate dead job"));
-                }
-                self.max_seq = self.max_seq.max(seq);
-                w.bytes += job.payload.len();
-                w.dead_order.insert((died_at, seq, key));
-                w.dead.insert(
-                    key,
-                    Dead {
-                        died_at,
-                        seq,
-                        cause,
-                        job,
-                    },
-                );
-                Ok(())
-            }
-            UNIT_RESULT => {
-                let key = r.key()?;
-                let expires_at = r.time()?;
-                let payload = r.bytes()?;
-                r.done()?;
-                let w = &mut self.q.work;
-                if w.results.contains_key(&key) {
-                    return Err(corrupt("duplicate result"));
-                }
-                w.bytes += payload.len();
-                w.result_order.insert((expires_at, key));
-                w.results.insert(
-                    key,
-                    StoredResult {
-                        expires_at,
-                        payload: payload.into(),
-                    },
-                );
-                Ok(())
-            }
-            UNIT_CANCELLED => {
-                let token = r.token()?;
-                let until = r.time()?;
-                r.done()?;
-                let w = &mut self.q.work;
-                if w.cancelled.contains_key(&token) || w.leases.contains_key(&token) {
-                    return Err(corrupt("duplicate cancelled lease"));
-                }
-                self.max_seq = self.max_seq.max(token as i64);
-                w.cancelled_order.insert((until, token));
-                w.cancelled.insert(token, until);
-                Ok(())
-            }
+            UNIT_SINGLE => self.add_single(&mut r),
+            UNIT_COLLATION => self.add_collation(&mut r),
+            UNIT_LEASE => self.add_lease(&mut r),
+            UNIT_DELAYED => self.add_delayed(&mut r),
+            UNIT_DEAD => self.add_dead(&mut r),
+            UNIT_RESULT => self.add_result(&mut r),
+            UNIT_CANCELLED => self.add_cancelled(&mut r),
             _ => Err(corrupt("unknown unit type")),
         }
+    }
+
+    /// A single job (immediate, or without a collation) with its reservation.
+    fn add_single(&mut self, r: &mut Reader<'_>) -> Result<(), QueueError> {
+        let (key, created_at, attempts, payload) = r.job()?;
+        let collation = r.optional_collation()?;
+        let (rk, nonce) = r.res()?;
+        let immediate = match r.u8()? {
+            0 => false,
+            1 => true,
+            _ => return Err(corrupt("bad immediate flag")),
+        };
+        r.done()?;
+        if rk.tie < 0 && !immediate {
+            return Err(corrupt("front reservation of a job that is not immediate"));
+        }
+        self.note(rk, nonce);
+        self.q.load_single(
+            LoadedJob {
+                key,
+                created_at,
+                attempts,
+                payload: payload.into(),
+            },
+            collation,
+            rk,
+            nonce,
+            immediate,
+        )
+    }
+
+    /// A whole collation: its stack in pop order, then its reservations.
+    fn add_collation(&mut self, r: &mut Reader<'_>) -> Result<(), QueueError> {
+        let name = r.collation_name()?;
+        if self.q.has_collation(name) {
+            return Err(corrupt("duplicate collation"));
+        }
+        let m = r.u64()?;
+        if m == 0 {
+            return Err(corrupt("empty collation"));
+        }
+        let mut jobs = Vec::new();
+        for _ in 0..m {
+            let (key, created_at, attempts, payload) = r.job()?;
+            jobs.push(LoadedJob {
+                key,
+                created_at,
+                attempts,
+                payload: payload.into(),
+            });
+        }
+        let mut res = Vec::new();
+        let mut nonces = HashSet::new();
+        for _ in 0..m {
+            let (rk, nonce) = r.res()?;
+            if rk.tie < 0 {
+                return Err(corrupt("front reservation in a collation"));
+            }
+            if !nonces.insert(nonce) {
+                return Err(corrupt("duplicate nonce in a collation"));
+            }
+            res.push((rk, nonce));
+        }
+        r.done()?;
+        for (rk, nonce) in &res {
+            self.note(*rk, *nonce);
+        }
+        self.q.load_collation(name, jobs, res)
+    }
+
+    /// A running delivery.
+    fn add_lease(&mut self, r: &mut Reader<'_>) -> Result<(), QueueError> {
+        let token = r.token()?;
+        let key = r.key()?;
+        let deadline = r.time()?;
+        let superseded = match r.u8()? {
+            0 => false,
+            1 => true,
+            _ => return Err(corrupt("bad superseded flag")),
+        };
+        let job = self.parked(r)?;
+        r.done()?;
+        let w = &self.q.work;
+        if w.leases.contains_key(&token) || w.cancelled.contains_key(&token) {
+            return Err(corrupt("duplicate lease token"));
+        }
+        self.max_seq = self.max_seq.max(token as i64);
+        self.q.lease_insert(
+            token,
+            Lease {
+                key,
+                deadline,
+                job,
+                superseded,
+            },
+        );
+        Ok(())
+    }
+
+    /// A job waiting for its retry time.
+    fn add_delayed(&mut self, r: &mut Reader<'_>) -> Result<(), QueueError> {
+        let key = r.key()?;
+        let retry_at = r.time()?;
+        let job = self.parked(r)?;
+        r.done()?;
+        let w = &mut self.q.work;
+        if w.delayed.contains_key(&key) {
+            return Err(corrupt("duplicate delayed job"));
+        }
+        w.bytes += job.payload.len();
+        w.delayed_order.insert((retry_at, key));
+        w.delayed.insert(key, Delayed { retry_at, job });
+        Ok(())
+    }
+
+    /// A dead letter.
+    fn add_dead(&mut self, r: &mut Reader<'_>) -> Result<(), QueueError> {
+        let key = r.key()?;
+        let died_at = r.time()?;
+        let seq = r.i64()?;
+        if !(1..SEQ_LOAD_LIMIT).contains(&seq) {
+            return Err(corrupt("dead sequence out of range"));
+        }
+        let cause =
+            DeathCause::from_u8(r.u8()?).ok_or_else(|| corrupt("unknown cause of death"))?;
+        let job = self.parked(r)?;
+        r.done()?;
+        let w = &mut self.q.work;
+        if w.dead.contains_key(&key) {
+            return Err(corrupt("duplicate dead job"));
+        }
+        self.max_seq = self.max_seq.max(seq);
+        w.bytes += job.payload.len();
+        w.dead_order.insert((died_at, seq, key));
+        w.dead.insert(
+            key,
+            Dead {
+                died_at,
+                seq,
+                cause,
+                job,
+            },
+        );
+        Ok(())
+    }
+
+    /// A kept ACK result.
+    fn add_result(&mut self, r: &mut Reader<'_>) -> Result<(), QueueError> {
+        let key = r.key()?;
+        let expires_at = r.time()?;
+        let payload = r.bytes()?;
+        r.done()?;
+        let w = &mut self.q.work;
+        if w.results.contains_key(&key) {
+            return Err(corrupt("duplicate result"));
+        }
+        w.bytes += payload.len();
+        w.result_order.insert((expires_at, key));
+        w.results.insert(
+            key,
+            StoredResult {
+                expires_at,
+                payload: payload.into(),
+            },
+        );
+        Ok(())
+    }
+
+    /// A cancelled lease, remembered for a late worker.
+    fn add_cancelled(&mut self, r: &mut Reader<'_>) -> Result<(), QueueError> {
+        let token = r.token()?;
+        let until = r.time()?;
+        r.done()?;
+        let w = &mut self.q.work;
+        if w.cancelled.contains_key(&token) || w.leases.contains_key(&token) {
+            return Err(corrupt("duplicate cancelled lease"));
+        }
+        self.max_seq = self.max_seq.max(token as i64);
+        w.cancelled_order.insert((until, token));
+        w.cancelled.insert(token, until);
+        Ok(())
     }
 
     pub fn finish(mut self) -> Result<Queue, QueueError> {

@@ -10,8 +10,8 @@ use base64::Engine;
 use sha2::{Digest, Sha256};
 
 use super::error::QueueError;
+use super::limits::MAX_TIME;
 use super::scan::{self, Id, Num};
-use super::MAX_TIME;
 
 /// The raw 32-byte SHA-256 of `key + response_url`; shown as base64.
 pub type JobKey = [u8; 32];

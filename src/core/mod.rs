@@ -8,8 +8,10 @@
 //! - `slab`: the compact record storage (slabs of `u32`-addressed records, id tables)
 //! - `check`: the invariant check (`ORCA.CHECK`)
 //! - `inspect`: ordered listing with positions and filters, statistics
+//! - `work`: what is kept outside the order (leases, retries, dead letters, results)
 //! - `worker`: leases, ack/nack, retries, dead letters, results, `tick`
 //! - `codec`: the versioned serialized form (RDB, RESTORE, digests)
+//! - `limits`: the bounds of times and sequence counters
 
 pub mod check;
 pub mod codec;
@@ -17,28 +19,16 @@ pub mod config;
 pub mod error;
 pub mod index;
 pub mod inspect;
+pub mod limits;
 pub mod names;
 pub mod queue;
 pub mod scan;
 pub mod slab;
+pub mod work;
 pub mod worker;
 
 pub use config::{decode_key, encode_key, parse_config, JobConfig, JobKey};
 pub use error::QueueError;
+pub use limits::{MAX_TIME, SEQ_LIMIT, SEQ_LOAD_LIMIT};
 pub use queue::{JobInfo, Move, Order, Queue};
 pub use worker::{Delivery, NackOutcome, Policy, State, TickReport};
-
-/// Largest time (ms) the queue accepts anywhere: 2^53 - 1, the largest
-/// integer every client language represents exactly.
-pub const MAX_TIME: i64 = (1 << 53) - 1;
-
-/// Bound of the sequence counters (ties and nonces): |value| <= 2^62.
-/// Operations stop short of it and loaders refuse anything beyond it, so a
-/// queue that loaded can always be saved and loaded again.
-pub const SEQ_LIMIT: i64 = 1 << 62;
-
-/// What loaders accept for the counters: above `SEQ_LIMIT` by a margin far
-/// larger than any queue can consume once operations refuse (time-driven
-/// requeues use at most one number per parked job), so every queue that
-/// exists can be saved and loaded again.
-pub const SEQ_LOAD_LIMIT: i64 = SEQ_LIMIT + SEQ_LIMIT / 2;

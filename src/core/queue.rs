@@ -27,9 +27,9 @@ use std::num::NonZeroU32;
 use super::config::{JobConfig, JobKey};
 use super::error::QueueError;
 use super::index::OrderIndex;
+use super::limits::{MAX_TIME, SEQ_LIMIT};
 use super::names::{render, PackedName};
 use super::slab::{IdTable, Slab, NIL};
-use super::{MAX_TIME, SEQ_LIMIT};
 
 /// A reservation's place in the global order: by score (release time, ms),
 /// then by tie. Ties of ordinary reservations are increasing sequence numbers
@@ -201,7 +201,7 @@ pub struct Queue {
     /// Sum of payload lengths of queued jobs (for memory accounting).
     pub(crate) payload_bytes: usize,
     /// Jobs handed out and not yet acked/nacked/expired (see worker.rs).
-    pub(crate) work: super::worker::Work,
+    pub(crate) work: super::work::Work,
 }
 
 fn key_hash(key: &JobKey) -> u64 {
@@ -990,7 +990,7 @@ impl Queue {
         let names: usize = self.long_names.values().map(|n| n.len() + 16).sum();
         let side = (self.attempts.capacity() + self.nonces.capacity()) * 24;
         let work = (self.work.leases.len() + self.work.delayed.len() + self.work.dead.len())
-            * (size_of::<super::worker::Lease>() + 48)
+            * (size_of::<super::work::Lease>() + 48)
             + (self.work.results.len() + self.work.cancelled.len()) * 96;
         size_of::<Queue>()
             + self.jobs.heap_bytes()

@@ -21,102 +21,14 @@
 //! the newest config comes back; it cannot displace the regrade.
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap};
-use std::rc::Rc;
 
-use super::config::{JobKey, KeyMap};
+use super::config::JobKey;
 use super::error::QueueError;
+use super::limits::MAX_TIME;
 use super::queue::{JobInfo, LoadedJob, Queue};
-use super::MAX_TIME;
-
-/// How long a cancelled lease is remembered after its deadline, so the
-/// worker's late EXTEND/ACK is told "cancelled" rather than "unknown".
-pub const CANCEL_MEMORY_MS: i64 = 600_000;
-
-/// A job that is not in the queue order (leased, delayed or dead).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Parked {
-    pub payload: Box<[u8]>,
-    pub created_at: i64,
-    pub attempts: u32,
-    pub collation: Option<Rc<str>>,
-    pub immediate: bool,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Lease {
-    pub key: JobKey,
-    pub deadline: i64,
-    pub job: Parked,
-    /// The key was enqueued again (a regrade) after this delivery began:
-    /// if this attempt fails or expires it is dropped, so only the newest
-    /// config comes back. An ACK still completes it.
-    pub superseded: bool,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Delayed {
-    pub retry_at: i64,
-    pub job: Parked,
-}
-
-/// Why a job is dead.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DeathCause {
-    /// NACKed on its last allowed attempt.
-    Failed = 1,
-    /// Its lease expired on its last allowed attempt.
-    Expired = 2,
-}
-
-impl DeathCause {
-    pub fn name(self) -> &'static str {
-        match self {
-            DeathCause::Failed => "failed",
-            DeathCause::Expired => "lease-expired",
-        }
-    }
-    pub fn from_u8(v: u8) -> Option<Self> {
-        match v {
-            1 => Some(DeathCause::Failed),
-            2 => Some(DeathCause::Expired),
-            _ => None,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Dead {
-    pub died_at: i64,
-    pub seq: i64,
-    pub cause: DeathCause,
-    pub job: Parked,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoredResult {
-    pub expires_at: i64,
-    pub payload: Box<[u8]>,
-}
-
-/// Everything outside the queue order.
-#[derive(Clone, Debug, Default)]
-pub struct Work {
-    pub(crate) leases: HashMap<u64, Lease>,
-    /// Tokens of the leases on each key (derived from `leases`).
-    pub(crate) lease_keys: KeyMap<Vec<u64>>,
-    pub(crate) lease_order: BTreeSet<(i64, u64)>,
-    pub(crate) delayed: KeyMap<Delayed>,
-    pub(crate) delayed_order: BTreeSet<(i64, JobKey)>,
-    pub(crate) dead: KeyMap<Dead>,
-    pub(crate) dead_order: BTreeSet<(i64, i64, JobKey)>,
-    pub(crate) results: KeyMap<StoredResult>,
-    pub(crate) result_order: BTreeSet<(i64, JobKey)>,
-    pub(crate) cancelled: HashMap<u64, i64>,
-    pub(crate) cancelled_order: BTreeSet<(i64, u64)>,
-    /// Bytes of payloads held here (leased, delayed, dead, results).
-    pub(crate) bytes: usize,
-}
+pub use super::work::{
+    Dead, DeathCause, Delayed, Lease, Parked, StoredResult, Work, CANCEL_MEMORY_MS,
+};
 
 /// Retry and dead-letter policy, resolved by the adapter from module
 /// settings (and replicated pinned).
@@ -352,7 +264,7 @@ impl Queue {
         let deadline = deadline.ok_or(QueueError::TimeOverflow)?;
         self.seq_room()?;
         let count_i = i64::try_from(count).unwrap_or(i64::MAX);
-        if self.next_seq.saturating_add(count_i) > super::SEQ_LIMIT {
+        if self.next_seq.saturating_add(count_i) > super::limits::SEQ_LIMIT {
             return Err(QueueError::Corrupt("sequence numbers exhausted".into()));
         }
         let report = self.tick(now, policy);
