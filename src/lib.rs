@@ -2,22 +2,18 @@
 //!
 //! `core` is the pure queue (no Redis, no `unsafe`, time passed in); `redis`
 //! is the thin adapter that parses commands, calls the core, replies,
-//! replicates and persists.
+//! replicates and persists. The commands are declared in one table,
+//! `redis::commands::COMMANDS`, and registered from it at load.
 
 pub mod core;
 pub mod redis;
 
 use redis_module::configuration::ConfigurationFlags;
-use redis_module::{redis_module, Context, RedisResult, RedisString};
+use redis_module::{redis_module, Context, RedisString};
 
+use crate::core::MAX_TIME;
 use crate::redis::datatype::QUEUE_TYPE;
-use crate::redis::{commands as c, guarded, inspect as i, settings, timer, worker as w};
-
-macro_rules! cmd {
-    ($f:path) => {
-        |ctx: &Context, args: Vec<RedisString>| -> RedisResult { guarded(ctx, args, $f) }
-    };
-}
+use crate::redis::{guard, settings};
 
 redis_module! {
     name: "orca",
@@ -25,45 +21,23 @@ redis_module! {
     allocator: (crate::redis::alloc::OrcaAlloc, crate::redis::alloc::OrcaAlloc),
     data_types: [QUEUE_TYPE],
     init: redis_init,
-    commands: [
-        ["orca.enqueue", cmd!(c::enqueue), "write deny-oom", 1, 1, 1, ""],
-        ["orca.immediate", cmd!(c::immediate), "write deny-oom", 1, 1, 1, ""],
-        ["orca.reenqueue", cmd!(c::reenqueue), "write deny-oom", 1, 1, 1, ""],
-        ["orca.move", cmd!(c::move_job), "write", 1, 1, 1, ""],
-        ["orca.delete", cmd!(c::delete), "write fast", 1, 1, 1, ""],
-        ["orca.pop", cmd!(w::pop), "write fast", 1, 1, 1, ""],
-        ["orca.ack", cmd!(w::ack), "write fast", 1, 1, 1, ""],
-        ["orca.nack", cmd!(w::nack), "write fast", 1, 1, 1, ""],
-        ["orca.extend", cmd!(w::extend), "write fast", 1, 1, 1, ""],
-        ["orca.result", cmd!(w::result), "readonly fast", 1, 1, 1, ""],
-        ["orca.dead", cmd!(w::dead), "write", 1, 1, 1, ""],
-        ["orca.tick", cmd!(w::tick), "write", 1, 1, 1, ""],
-        ["orca.len", cmd!(c::len), "readonly fast", 1, 1, 1, ""],
-        ["orca.check", cmd!(c::check), "readonly", 1, 1, 1, ""],
-        ["orca.status", cmd!(c::status), "readonly", 1, 1, 1, ""],
-        ["orca.list", cmd!(i::list), "readonly", 1, 1, 1, ""],
-        ["orca.stats", cmd!(i::stats), "readonly", 1, 1, 1, ""],
-        ["orca.settings", cmd!(c::queue_settings), "write deny-oom", 1, 1, 1, ""],
-        ["orca.import", cmd!(c::import), "write deny-oom", 1, 1, 1, ""],
-    ],
-    event_handlers: [
-        [@GENERIC: timer::on_generic_event],
-    ],
     configurations: [
         i64: [
-            ["move-to-back-buffer", &settings::MOVE_TO_BACK_BUFFER, 10_000, 0, crate::core::MAX_TIME, ConfigurationFlags::DEFAULT, None],
-            ["lease-time", &settings::LEASE_TIME, 300_000, 0, crate::core::MAX_TIME, ConfigurationFlags::DEFAULT, None],
+            ["move-to-back-buffer", &settings::MOVE_TO_BACK_BUFFER, 10_000, 0, MAX_TIME, ConfigurationFlags::DEFAULT, None],
+            ["lease-time", &settings::LEASE_TIME, 300_000, 0, MAX_TIME, ConfigurationFlags::DEFAULT, None],
             ["max-attempts", &settings::MAX_ATTEMPTS, 5, 0, u32::MAX as i64, ConfigurationFlags::DEFAULT, None],
-            ["retry-base", &settings::RETRY_BASE, 1_000, 0, crate::core::MAX_TIME, ConfigurationFlags::DEFAULT, None],
-            ["retry-cap", &settings::RETRY_CAP, 300_000, 0, crate::core::MAX_TIME, ConfigurationFlags::DEFAULT, None],
-            ["result-ttl", &settings::RESULT_TTL, 3_600_000, 0, crate::core::MAX_TIME, ConfigurationFlags::DEFAULT, None],
+            ["retry-base", &settings::RETRY_BASE, 1_000, 0, MAX_TIME, ConfigurationFlags::DEFAULT, None],
+            ["retry-cap", &settings::RETRY_CAP, 300_000, 0, MAX_TIME, ConfigurationFlags::DEFAULT, None],
+            ["result-ttl", &settings::RESULT_TTL, 3_600_000, 0, MAX_TIME, ConfigurationFlags::DEFAULT, None],
             ["max-pop-count", &settings::MAX_POP_COUNT, 1_000, 1, 1_000_000, ConfigurationFlags::DEFAULT, None],
             ["max-payload-bytes", &settings::MAX_PAYLOAD_BYTES, 4 << 20, 1, 512 << 20, ConfigurationFlags::DEFAULT, None],
             ["max-queue-length", &settings::MAX_QUEUE_LENGTH, 10_000_000, 1, 1 << 40, ConfigurationFlags::DEFAULT, None],
             ["max-key-length", &settings::MAX_KEY_LENGTH, 1024, 1, 1 << 20, ConfigurationFlags::DEFAULT, None],
             ["max-collation-id-length", &settings::MAX_COLLATION_ID_LENGTH, 256, 1, 1 << 20, ConfigurationFlags::DEFAULT, None],
         ],
-        string: [],
+        string: [
+            ["debug-panic-in", &guard::PANIC_IN, "", ConfigurationFlags::IMMUTABLE | ConfigurationFlags::HIDDEN, None],
+        ],
         bool: [
             ["trust-client-clock", &settings::TRUST_CLIENT_CLOCK, false, ConfigurationFlags::DEFAULT, None],
         ],

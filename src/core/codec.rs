@@ -25,6 +25,19 @@ use super::work::{Dead, DeathCause, Delayed, Lease, Parked, StoredResult};
 pub const ENCODING_V1: u8 = 1;
 pub const ENCODING_CURRENT: u8 = ENCODING_V1;
 
+/// Written in place of the rest of a queue whose save was cut short by an
+/// internal error (see `datatype.rs`): loaders refuse it, so a partial queue
+/// never loads as if it were whole. It can stand where a header or a unit
+/// stands; its first byte is neither a version nor a unit type.
+pub const SAVE_FAILED: &[u8] = b"\xffORCA: this queue's save failed";
+
+fn save_failed() -> QueueError {
+    corrupt(
+        "this queue was saved by a server that hit an internal error while saving it \
+         (see that server's log); a partial queue is not loaded",
+    )
+}
+
 const UNIT_SINGLE: u8 = 1;
 const UNIT_COLLATION: u8 = 2;
 const UNIT_LEASE: u8 = 3;
@@ -475,6 +488,9 @@ pub struct QueueBuilder {
 
 impl QueueBuilder {
     pub fn new(header: &[u8]) -> Result<Self, QueueError> {
+        if header == SAVE_FAILED {
+            return Err(save_failed());
+        }
         let mut r = Reader { buf: header };
         let version = r.u8()?;
         if version == 0 || version > ENCODING_CURRENT {
@@ -522,6 +538,9 @@ impl QueueBuilder {
 
     /// Validate one unit against what is already built, then apply it.
     pub fn add_unit(&mut self, unit: &[u8]) -> Result<(), QueueError> {
+        if unit == SAVE_FAILED {
+            return Err(save_failed());
+        }
         let mut r = Reader { buf: unit };
         match r.u8()? {
             UNIT_SINGLE => self.add_single(&mut r),

@@ -1,7 +1,8 @@
-//! Argument parsing shared by the commands: strict integers, keywords and
-//! trailing options. Every failure is an `ERR ...` reply, never a panic.
+//! Argument parsing shared by the commands: strict integers, keywords,
+//! trailing options, and which pinned values (`NOW`, `MAXATTEMPTS`) a
+//! command may carry. Every failure is an `ERR ...` reply, never a panic.
 
-use redis_module::{RedisError, RedisString};
+use redis_module::{Context, RedisError, RedisString};
 
 use crate::core::MAX_TIME;
 
@@ -117,6 +118,41 @@ pub fn page_limit(opts: &Options) -> Result<usize, RedisError> {
                 return Err(err(format!("LIMIT must be between 0 and {max}")));
             }
             Ok(n as usize)
+        }
+    }
+}
+
+/// Did this command come from the master or the AOF (not from a client)?
+/// Such commands carry their pinned values (`NOW`, `MAXATTEMPTS`, ...) and
+/// must be applied as the master applied them, whatever this server's limits.
+pub fn from_master_or_aof(ctx: &Context) -> bool {
+    ctx.get_flags()
+        .intersects(redis_module::ContextFlags::REPLICATED | redis_module::ContextFlags::LOADING)
+}
+
+/// `NOW`/`MAXATTEMPTS` on a worker command: honoured from the master and
+/// the AOF, from clients only with `orca.trust-client-clock yes` (a client
+/// that moves the clock forward could expire other workers' leases).
+pub fn check_pins(ctx: &Context, opts: &Options) -> Result<(), RedisError> {
+    let pinned = opts.get("NOW").is_some() || opts.get("MAXATTEMPTS").is_some();
+    if pinned && !from_master_or_aof(ctx) && !super::settings::trust_client_clock() {
+        return Err(err(
+            "NOW and MAXATTEMPTS on worker commands are for replication (CONFIG SET orca.trust-client-clock yes allows them from clients)",
+        ));
+    }
+    Ok(())
+}
+
+/// `MAXATTEMPTS n` (0..=2^32-1), or the module setting.
+pub fn max_attempts(opts: &Options) -> Result<i64, RedisError> {
+    match opts.get("MAXATTEMPTS") {
+        None => Ok(super::settings::max_attempts()),
+        Some(v) => {
+            let n = parse_int(v, "MAXATTEMPTS")?;
+            if !(0..=u32::MAX as i64).contains(&n) {
+                return Err(err("MAXATTEMPTS must be between 0 and 4294967295"));
+            }
+            Ok(n)
         }
     }
 }

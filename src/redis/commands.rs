@@ -1,490 +1,368 @@
-//! The `ORCA.*` commands: parse arguments, call the core, reply, replicate
-//! and notify. No `unsafe` here; no logic beyond the adapter's job.
-//!
-//! Replication rule: a command that reads the clock or a module setting
-//! replicates a form with that value pinned (`NOW <ms>`, `BUFFER <ms>`,
-//! `ORCA.SETTINGS ... ORDER`), so replicas and AOF replay reach the same state.
+//! The command table: every `ORCA.*` command declared once, with its
+//! handler, flags, arity, keys, ACL categories, summary and complexity.
+//! Registration (`RedisModule_CreateCommand`) and the metadata of
+//! `COMMAND INFO/DOCS/GETKEYS` are generated from it; a unit test checks
+//! that docs/commands.md documents exactly these commands.
 
-use std::borrow::Cow;
+use std::ffi::CStr;
 
-use redis_module::{Context, RedisError, RedisString};
+use redis_module::commands::{BeginSearch, FindKeys, KeySpec, KeySpecFlags};
+use redis_module::Context;
 
-use super::args::{err, is_kw, parse_ms, Options};
-use super::datatype::QUEUE_TYPE;
-use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
-use super::reply::{self, Fields, Reply, Val};
-use super::settings;
-use super::CmdResult;
-use super::{stats, timer};
-use crate::core::config::parse_config_limited;
-use crate::core::{decode_key, JobInfo, JobKey, Move, Order, Queue, QueueError, State};
+use super::ffi::{self, CommandInfo};
+use super::hooks::{self, Handler};
+use super::{admin, inspect, jobs, pop, worker};
 
-/// Refuse a payload (config or result) over `orca.max-payload-bytes`.
-pub(crate) fn check_payload(len: usize, what: &str) -> Result<(), RedisError> {
-    let max = settings::max_payload_bytes();
-    if len > max {
-        return Err(err(format!(
-            "{what} is {len} bytes; the limit is {max} (orca.max-payload-bytes)"
-        )));
-    }
-    Ok(())
+/// Where a command's keys are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keys {
+    /// One queue key, the first argument.
+    Queue,
 }
 
-/// Config limits for client input; none for what the master or the AOF
-/// replays (the master already applied its own limits).
-fn limits_for(client: bool) -> crate::core::config::ConfigLimits {
-    if client {
-        settings::config_limits()
+pub struct Command {
+    /// The name, lowercase (Redis matches names case-insensitively).
+    pub name: &'static CStr,
+    pub handler: Handler,
+    /// Redis command flags (`write`, `readonly`, `fast`, `deny-oom`, ...).
+    pub flags: &'static CStr,
+    /// Redis arity: the exact argument count including the name, or its
+    /// negated minimum.
+    pub arity: i32,
+    pub keys: Keys,
+    /// ACL categories beyond those the flags imply (Redis 7.2+ and Valkey
+    /// apply them; 7.0 has no API for it).
+    pub acl: &'static CStr,
+    pub summary: &'static CStr,
+    pub complexity: &'static CStr,
+}
+
+impl Command {
+    pub fn writes(&self) -> bool {
+        self.flags
+            .to_bytes()
+            .split(|b| *b == b' ')
+            .any(|f| f == b"write")
+    }
+}
+
+const LOG: &CStr = c"O(log N) with N the queued jobs, plus the length of the job's collation";
+
+pub const COMMANDS: &[Command] = &[
+    Command {
+        name: c"orca.enqueue",
+        handler: jobs::enqueue,
+        flags: c"write deny-oom",
+        arity: -3,
+        keys: Keys::Queue,
+        acl: c"",
+        summary: c"Create or update a job (PUT) in its collation",
+        complexity: LOG,
+    },
+    Command {
+        name: c"orca.immediate",
+        handler: jobs::immediate,
+        flags: c"write deny-oom",
+        arity: -3,
+        keys: Keys::Queue,
+        acl: c"",
+        summary: c"Create or update an immediate job, upgrading a waiting one",
+        complexity: LOG,
+    },
+    Command {
+        name: c"orca.reenqueue",
+        handler: jobs::reenqueue,
+        flags: c"write deny-oom",
+        arity: 4,
+        keys: Keys::Queue,
+        acl: c"",
+        summary: c"Hand a job back as immediate at its original arrival time",
+        complexity: LOG,
+    },
+    Command {
+        name: c"orca.move",
+        handler: jobs::move_job,
+        flags: c"write",
+        arity: -4,
+        keys: Keys::Queue,
+        acl: c"",
+        summary: c"Release a job to the front or delay it to the back",
+        complexity: LOG,
+    },
+    Command {
+        name: c"orca.delete",
+        handler: jobs::delete,
+        flags: c"write fast",
+        arity: 3,
+        keys: Keys::Queue,
+        acl: c"",
+        summary: c"Delete a job in any state, cancelling running leases",
+        complexity: LOG,
+    },
+    Command {
+        name: c"orca.pop",
+        handler: pop::pop,
+        flags: c"write fast",
+        arity: -2,
+        keys: Keys::Queue,
+        acl: c"",
+        summary: c"Lease (or take) the next job; optionally block",
+        complexity: c"O(log N) per job",
+    },
+    Command {
+        name: c"orca.ack",
+        handler: worker::ack,
+        flags: c"write fast",
+        arity: -4,
+        keys: Keys::Queue,
+        acl: c"",
+        summary: c"Complete a leased job, optionally keeping a result",
+        complexity: c"O(log N)",
+    },
+    Command {
+        name: c"orca.nack",
+        handler: worker::nack,
+        flags: c"write fast",
+        arity: -4,
+        keys: Keys::Queue,
+        acl: c"",
+        summary: c"Fail a leased job: retry after backoff or dead-letter it",
+        complexity: c"O(log N)",
+    },
+    Command {
+        name: c"orca.extend",
+        handler: worker::extend,
+        flags: c"write fast",
+        arity: -5,
+        keys: Keys::Queue,
+        acl: c"",
+        summary: c"Extend a lease (heartbeat)",
+        complexity: c"O(log N)",
+    },
+    Command {
+        name: c"orca.result",
+        handler: worker::result,
+        flags: c"readonly fast",
+        arity: 3,
+        keys: Keys::Queue,
+        acl: c"",
+        summary: c"Get the kept result of a completed job",
+        complexity: c"O(1)",
+    },
+    Command {
+        name: c"orca.dead",
+        handler: worker::dead,
+        flags: c"write",
+        arity: -3,
+        keys: Keys::Queue,
+        acl: c"",
+        summary: c"List, requeue or purge dead-lettered jobs",
+        complexity: c"O(page) / O(log N)",
+    },
+    Command {
+        name: c"orca.tick",
+        handler: worker::tick,
+        flags: c"write",
+        arity: -2,
+        keys: Keys::Queue,
+        acl: c"",
+        summary: c"Apply due time-driven changes (expiries, retries)",
+        complexity: c"O(due items * log N)",
+    },
+    Command {
+        name: c"orca.len",
+        handler: inspect::len,
+        flags: c"readonly fast",
+        arity: 2,
+        keys: Keys::Queue,
+        acl: c"",
+        summary: c"Number of queued jobs",
+        complexity: c"O(1)",
+    },
+    Command {
+        name: c"orca.check",
+        handler: inspect::check,
+        flags: c"readonly",
+        arity: 2,
+        keys: Keys::Queue,
+        acl: c"",
+        summary: c"Verify every queue invariant",
+        complexity: c"O(N log N)",
+    },
+    Command {
+        name: c"orca.status",
+        handler: inspect::status,
+        flags: c"readonly",
+        arity: 3,
+        keys: Keys::Queue,
+        acl: c"",
+        summary: c"A job's state and position",
+        complexity: LOG,
+    },
+    Command {
+        name: c"orca.list",
+        handler: inspect::list,
+        flags: c"readonly",
+        arity: -2,
+        keys: Keys::Queue,
+        acl: c"",
+        summary: c"Queued jobs in pop order with positions, paged and filtered",
+        complexity: c"O(log N + page)",
+    },
+    Command {
+        name: c"orca.stats",
+        handler: inspect::stats,
+        flags: c"readonly",
+        arity: 2,
+        keys: Keys::Queue,
+        acl: c"",
+        summary: c"Counts by state and wait-time statistics",
+        complexity: c"O(N)",
+    },
+    Command {
+        name: c"orca.settings",
+        handler: admin::queue_settings,
+        flags: c"write deny-oom",
+        arity: -2,
+        keys: Keys::Queue,
+        acl: c"",
+        summary: c"Read or set a queue's settings (collation order)",
+        complexity: c"O(1)",
+    },
+    Command {
+        name: c"orca.import",
+        handler: admin::import,
+        flags: c"write deny-oom",
+        arity: 3,
+        keys: Keys::Queue,
+        acl: c"dangerous",
+        summary: c"Add the jobs of a serialized queue (AOF rewrite form)",
+        complexity: c"O(M log N)",
+    },
+];
+
+/// The ACL category every command of the module is in, where the server
+/// lets modules add categories (Redis 7.4+): `ACL SETUSER w +@orca`.
+const CATEGORY: &CStr = c"orca";
+
+fn key_specs(c: &Command) -> Vec<KeySpec> {
+    let flags = if c.writes() {
+        KeySpecFlags::READ_WRITE | KeySpecFlags::UPDATE | KeySpecFlags::ACCESS
     } else {
-        crate::core::config::ConfigLimits::NONE
+        KeySpecFlags::READ_ONLY | KeySpecFlags::ACCESS
+    };
+    match c.keys {
+        Keys::Queue => vec![KeySpec::new(
+            None,
+            flags,
+            BeginSearch::new_index(1),
+            FindKeys::new_range(0, 1, 0),
+        )],
     }
 }
 
-/// Refuse a new job when the queue holds `orca.max-queue-length` waiting jobs.
-fn check_room(q: &Queue, key: &JobKey) -> Result<(), RedisError> {
-    let max = settings::max_queue_length();
-    let (queued, delayed, _, _) = q.state_counts();
-    if !q.contains(key) && queued + delayed >= max {
-        return Err(err(format!(
-            "queue is full ({} waiting jobs; orca.max-queue-length is {max})",
-            queued + delayed
-        )));
-    }
-    Ok(())
-}
-
-pub(crate) fn core_err(e: QueueError) -> RedisError {
-    err(e.to_string())
-}
-
-pub(crate) fn notify(ctx: &Context, event: &std::ffi::CStr, key: &RedisString) {
-    ffi::notify(ctx, event, key);
-}
-
-fn order_arg(arg: &RedisString) -> Result<Order, RedisError> {
-    if is_kw(arg, "LIFO") {
-        Ok(Order::Lifo)
-    } else if is_kw(arg, "FIFO") {
-        Ok(Order::Fifo)
-    } else {
-        Err(err("order must be LIFO or FIFO"))
+/// The legacy (first key, last key, step) of a command.
+fn legacy_keys(c: &Command) -> (i32, i32, i32) {
+    match c.keys {
+        Keys::Queue => (1, 1, 1),
     }
 }
 
-/// Run `op` on the queue at `name`, creating it (with the default order) if
-/// the key is empty. A new queue is stored only if `op` succeeds, so a failed
-/// command leaves no empty key behind. Returns op's value and whether the
-/// queue was created.
-pub(crate) fn write_queue<T>(
-    ctx: &Context,
-    name: &RedisString,
-    create: bool,
-    op: impl FnOnce(&mut Queue) -> Result<T, RedisError>,
-) -> Result<(Option<T>, Option<Order>), RedisError> {
-    let key = ctx.open_key_writable(name);
-    match key.get_value::<Queue>(&QUEUE_TYPE)? {
-        Some(q) => {
-            let before = stats::counts(q);
-            let v = op(q);
-            stats::changed(before, stats::counts(q));
-            let v = v?;
-            timer::track(ctx, name, q);
-            Ok((Some(v), None))
+/// Register every command of the table with its metadata. Returns what went
+/// wrong, if anything: a command that could not be created fails the load;
+/// metadata Redis refuses is logged and the command keeps Redis's defaults.
+pub fn register(ctx: &Context) -> Result<Vec<String>, String> {
+    let handlers = COMMANDS
+        .iter()
+        .map(|c| (c.name.to_str().unwrap_or("orca command"), c.handler))
+        .collect();
+    if !hooks::install(handlers) {
+        return Err("the command table does not fit the entry points".into());
+    }
+    let category = ffi::add_acl_category(ctx, CATEGORY);
+    let mut warnings = Vec::new();
+    for (i, c) in COMMANDS.iter().enumerate() {
+        if !ffi::create_command(ctx, c.name, hooks::entry(i), c.flags, legacy_keys(c)) {
+            return Err(format!("could not create {:?}", c.name));
         }
-        None if create => {
-            let mut q = Queue::new(settings::default_order());
-            let v = op(&mut q)?;
-            let order = q.order();
-            stats::queue_added(&q);
-            timer::track(ctx, name, &q);
-            key.set_value(&QUEUE_TYPE, q)?;
-            Ok((Some(v), Some(order)))
+        let info = CommandInfo {
+            summary: c.summary,
+            complexity: c.complexity,
+            since: c"0.1.0",
+            arity: c.arity,
+            key_specs: key_specs(c),
+        };
+        if !ffi::set_command_info(ctx, c.name, info) {
+            warnings.push(format!("could not set metadata of {:?}", c.name));
         }
-        None => Ok((None, None)),
+        let mut acl = c.acl.to_bytes().to_vec();
+        if category {
+            if !acl.is_empty() {
+                acl.push(b' ');
+            }
+            acl.extend_from_slice(CATEGORY.to_bytes());
+        }
+        if !acl.is_empty() {
+            let acl = std::ffi::CString::new(acl).unwrap_or_default();
+            // Redis 7.0 has no API for it: the flags' implied categories
+            // (@write, @read, @fast, @slow) still apply.
+            ffi::set_acl_categories(ctx, c.name, &acl);
+        }
     }
+    Ok(warnings)
 }
 
-/// Run `op` on the queue at `name` for reading; `None` if there is no key.
-pub(crate) fn read_queue<T>(
-    ctx: &Context,
-    name: &RedisString,
-    op: impl FnOnce(&Queue) -> Result<T, RedisError>,
-) -> Result<Option<T>, RedisError> {
-    let key = ctx.open_key(name);
-    match key.get_value::<Queue>(&QUEUE_TYPE)? {
-        Some(q) => Ok(Some(op(q)?)),
-        None => Ok(None),
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-pub(crate) fn replicate_created_order(ctx: &Context, name: &RedisString, order: Option<Order>) {
-    if let Some(order) = order {
-        ffi::replicate(
-            ctx,
-            c"ORCA.SETTINGS",
-            &[
-                Arg::S(name),
-                Arg::K(Kw::Order),
-                Arg::B(order.name().as_bytes()),
-            ],
+    /// The commands docs/commands.md documents (its `## ORCA.X` headings).
+    fn documented() -> Vec<String> {
+        include_str!("../../docs/commands.md")
+            .lines()
+            .filter_map(|l| l.strip_prefix("## "))
+            .filter(|h| h.starts_with("ORCA."))
+            .map(|h| {
+                h.split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_lowercase()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn docs_name_every_command_of_the_table_and_no_other() {
+        let mut table: Vec<String> = COMMANDS
+            .iter()
+            .map(|c| c.name.to_str().unwrap().to_string())
+            .collect();
+        let mut docs = documented();
+        table.sort();
+        docs.sort();
+        assert_eq!(
+            table, docs,
+            "docs/commands.md headings vs the command table"
         );
     }
-}
 
-/// A job key given by a client; `None` if it cannot be an orca key.
-pub(crate) fn job_key_arg(arg: &RedisString) -> Option<JobKey> {
-    decode_key(arg.as_slice())
-}
-
-#[derive(Clone, Copy)]
-enum PutKind {
-    Enqueue,
-    Immediate,
-}
-
-fn put(ctx: &Context, args: Vec<RedisString>, kind: PutKind) -> CmdResult {
-    if args.len() < 3 {
-        return Err(RedisError::WrongArity);
-    }
-    let (name, json) = (&args[1], &args[2]);
-    let opts = Options::parse(&args[3..], &["NOW"])?;
-    let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
-    let client = !super::from_master_or_aof(ctx);
-    if client {
-        check_payload(json.len(), "config")?;
-    }
-    let cfg = parse_config_limited(json.as_slice(), &limits_for(client)).map_err(core_err)?;
-    let payload = json.as_slice();
-    let (job, order) = write_queue(ctx, name, true, |q| {
-        if client {
-            check_room(q, &cfg.job_key)?;
-        }
-        let (info, created) = match kind {
-            PutKind::Enqueue => q.enqueue(&cfg, payload, now),
-            PutKind::Immediate => q.put_immediate(&cfg, payload, now),
-        }
-        .map_err(core_err)?;
-        Ok((detach(&info, cfg.collation.as_deref()), created))
-    })?;
-    let (info, created) = job.ok_or_else(|| err("queue missing"))?;
-    replicate_created_order(ctx, name, order);
-    let cmd = match kind {
-        PutKind::Enqueue => c"ORCA.ENQUEUE",
-        PutKind::Immediate => c"ORCA.IMMEDIATE",
-    };
-    ffi::replicate(
-        ctx,
-        cmd,
-        &[Arg::S(name), Arg::S(json), Arg::K(Kw::Now), Arg::I(now)],
-    );
-    if created {
-        stats::add(&stats::ENQUEUED, 1);
-    }
-    let event = match (kind, created) {
-        (_, false) => c"orca.update",
-        (PutKind::Enqueue, true) => c"orca.enqueue",
-        (PutKind::Immediate, true) => c"orca.immediate",
-    };
-    notify(ctx, event, name);
-    signal_ready(ctx, name);
-    // Last: nothing may fail or reply after this.
-    reply::write_job(
-        &mut ffi::Client::new(ctx),
-        &info,
-        false,
-        &mut [("created", Val::Int(created as i64))],
-    );
-    Ok(Reply::Sent)
-}
-
-/// The reply's view of a job just put, borrowing the client's arguments
-/// instead of the queue (which the reply outlives): the collation is the
-/// config's unless the job kept an earlier one (then copied). The payload is
-/// not part of this reply (`reply::job_meta`).
-fn detach<'a>(info: &JobInfo<'_>, collation: Option<&'a str>) -> JobInfo<'a> {
-    JobInfo {
-        key: info.key,
-        collation: info.collation.as_deref().map(|c| match collation {
-            Some(given) if given == c => Cow::Borrowed(given),
-            _ => Cow::Owned(c.to_owned()),
-        }),
-        immediate: info.immediate,
-        nonce: info.nonce,
-        created_at: info.created_at,
-        release_at: info.release_at,
-        attempts: info.attempts,
-        payload: Cow::Borrowed(&[]),
-    }
-}
-
-/// `ORCA.ENQUEUE <queue> <config-json> [NOW <ms>]`
-pub fn enqueue(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
-    put(ctx, args, PutKind::Enqueue)
-}
-
-/// `ORCA.IMMEDIATE <queue> <config-json> [NOW <ms>]`
-pub fn immediate(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
-    put(ctx, args, PutKind::Immediate)
-}
-
-/// `ORCA.REENQUEUE <queue> <config-json> <created_at-ms>`
-pub fn reenqueue(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
-    if args.len() != 4 {
-        return Err(RedisError::WrongArity);
-    }
-    let name = &args[1];
-    let created_at = parse_ms(&args[3], "created_at")?;
-    let client = !super::from_master_or_aof(ctx);
-    if client {
-        check_payload(args[2].len(), "config")?;
-    }
-    let cfg = parse_config_limited(args[2].as_slice(), &limits_for(client)).map_err(core_err)?;
-    let payload = args[2].as_slice();
-    let (reply, order) = write_queue(ctx, name, true, |q| {
-        if client {
-            check_room(q, &cfg.job_key)?;
-        }
-        let (info, created) = q
-            .put_immediate(&cfg, payload, created_at)
-            .map_err(core_err)?;
-        Ok(reply::job_meta(&info)
-            .int("created", created as i64)
-            .build())
-    })?;
-    replicate_created_order(ctx, name, order);
-    ctx.replicate_verbatim();
-    notify(ctx, c"orca.reenqueue", name);
-    signal_ready(ctx, name);
-    reply.ok_or_else(|| err("queue missing"))
-}
-
-/// `ORCA.MOVE <queue> <orca-key> RELEASE|DELAY [NOW <ms>] [BUFFER <ms>]`
-pub fn move_job(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
-    if args.len() < 4 {
-        return Err(RedisError::WrongArity);
-    }
-    let name = &args[1];
-    let release = if is_kw(&args[3], "RELEASE") {
-        true
-    } else if is_kw(&args[3], "DELAY") {
-        false
-    } else {
-        return Err(err("move must be RELEASE or DELAY"));
-    };
-    let opts = Options::parse(&args[4..], &["NOW", "BUFFER"])?;
-    if release && opts.get("BUFFER").is_some() {
-        return Err(err("BUFFER applies to DELAY only"));
-    }
-    let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
-    let buffer = opts
-        .ms("BUFFER")?
-        .unwrap_or_else(settings::move_to_back_buffer);
-    let key = job_key_arg(&args[2]).ok_or_else(|| core_err(QueueError::NoSuchJob))?;
-    let how = if release {
-        Move::Release
-    } else {
-        Move::Delay { buffer }
-    };
-    let (reply, _) = write_queue(ctx, name, false, |q| {
-        let info = q.move_job(&key, how, now).map_err(core_err)?;
-        Ok(reply::job_meta(&info).build())
-    })?;
-    let reply = reply.ok_or_else(|| core_err(QueueError::NoSuchJob))?;
-    let (pin_name, pin_value) = if release {
-        (Kw::Now, now)
-    } else {
-        (Kw::Buffer, buffer)
-    };
-    ffi::replicate(
-        ctx,
-        c"ORCA.MOVE",
-        &[
-            Arg::S(name),
-            Arg::S(&args[2]),
-            Arg::S(&args[3]),
-            Arg::K(pin_name),
-            Arg::I(pin_value),
-        ],
-    );
-    notify(
-        ctx,
-        if release {
-            c"orca.release"
-        } else {
-            c"orca.delay"
-        },
-        name,
-    );
-    Ok(reply)
-}
-
-/// `ORCA.DELETE <queue> <orca-key>`
-pub fn delete(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
-    if args.len() != 3 {
-        return Err(RedisError::WrongArity);
-    }
-    let name = &args[1];
-    let Some(key) = job_key_arg(&args[2]) else {
-        // Not an orca key, so certainly not in the queue; still a type check.
-        read_queue(ctx, name, |_| Ok(()))?;
-        return Ok(Reply::Int(0));
-    };
-    let (removed, _) = write_queue(ctx, name, false, |q| q.cancel(&key).map_err(core_err))?;
-    let removed = removed.unwrap_or(false);
-    if removed {
-        ctx.replicate_verbatim();
-        notify(ctx, c"orca.delete", name);
-    }
-    Ok(Reply::Int(removed as i64))
-}
-
-/// `ORCA.LEN <queue>`
-pub fn len(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
-    if args.len() != 2 {
-        return Err(RedisError::WrongArity);
-    }
-    let n = read_queue(ctx, &args[1], |q| Ok(q.len()))?.unwrap_or(0);
-    Ok(Reply::Int(n as i64))
-}
-
-/// `ORCA.CHECK <queue>`
-pub fn check(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
-    if args.len() != 2 {
-        return Err(RedisError::WrongArity);
-    }
-    read_queue(ctx, &args[1], |q| {
-        q.check()
-            .map_err(|e| RedisError::String(format!("ERR queue invariant broken: {e}")))
-    })?;
-    Ok(Reply::Status(c"OK"))
-}
-
-/// `ORCA.STATUS <queue> <orca-key>`
-pub fn status(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
-    if args.len() != 3 {
-        return Err(RedisError::WrongArity);
-    }
-    let key = job_key_arg(&args[2]);
-    let reply = read_queue(ctx, &args[1], |q| {
-        let Some(key) = key else { return Ok(None) };
-        let states = q.states(&key).map_err(core_err)?;
-        // The job that will run next for this key: queued or delayed first,
-        // then a running delivery, then the dead entry. Every lease on the
-        // key is listed under `leases`.
-        let mut main: Option<Fields> = None;
-        let mut leases = Vec::new();
-        for st in &states {
-            match st {
-                State::Queued(info, pos) => {
-                    main.get_or_insert_with(|| {
-                        reply::job(info)
-                            .str("state", "queued")
-                            .int("position", *pos as i64)
-                    });
-                }
-                State::Delayed(k, d) => {
-                    main.get_or_insert_with(|| {
-                        reply::job(&d.job.info(*k, d.retry_at))
-                            .str("state", "delayed")
-                            .int("retry_at", d.retry_at)
-                    });
-                }
-                State::Leased(k, token, l) => {
-                    leases.push(
-                        Fields::new()
-                            .str("lease", token.to_string())
-                            .int("deadline", l.deadline)
-                            .int("attempts", l.job.attempts as i64)
-                            .build(),
-                    );
-                    main.get_or_insert_with(|| {
-                        reply::job(&l.job.info(*k, l.deadline))
-                            .str("state", "leased")
-                            .str("lease", token.to_string())
-                            .int("deadline", l.deadline)
-                    });
-                }
-                State::Dead(k, d) => {
-                    main.get_or_insert_with(|| {
-                        reply::job(&d.job.info(*k, d.died_at))
-                            .str("state", "dead")
-                            .int("died_at", d.died_at)
-                            .str("cause", d.cause.name())
-                    });
-                }
-            }
-        }
-        Ok(main.map(|m| m.value("leases", Reply::Array(leases)).build()))
-    })?;
-    Ok(reply.flatten().unwrap_or(Reply::Null))
-}
-
-fn settings_reply(q: &Queue) -> Reply {
-    Fields::new()
-        .str("order", q.order().name())
-        .int("jobs", q.len() as i64)
-        .int("collations", q.collation_count() as i64)
-        .build()
-}
-
-/// `ORCA.SETTINGS <queue> [ORDER LIFO|FIFO]`
-pub fn queue_settings(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
-    if args.len() < 2 {
-        return Err(RedisError::WrongArity);
-    }
-    let name = &args[1];
-    let opts = Options::parse(&args[2..], &["ORDER"])?;
-    let order = opts.get("ORDER").map(order_arg).transpose()?;
-    match order {
-        None => Ok(read_queue(ctx, name, |q| Ok(settings_reply(q)))?
-            .unwrap_or_else(|| settings_reply(&Queue::new(settings::default_order())))),
-        Some(order) => {
-            let (reply, _) = write_queue(ctx, name, true, |q| {
-                q.set_order(order);
-                Ok(settings_reply(q))
-            })?;
-            ctx.replicate_verbatim();
-            notify(ctx, c"orca.settings", name);
-            reply.ok_or_else(|| err("queue missing"))
+    #[test]
+    fn the_table_is_well_formed() {
+        assert!(COMMANDS.len() <= hooks::MAX_COMMANDS);
+        let mut names = std::collections::HashSet::new();
+        for c in COMMANDS {
+            let name = c.name.to_str().unwrap();
+            assert!(names.insert(name), "{name} declared twice");
+            assert_eq!(name, name.to_lowercase(), "{name} is not lowercase");
+            assert!(name.starts_with("orca."));
+            // Every command takes its queue: at least `NAME queue`.
+            assert!(c.arity >= 2 || c.arity <= -2, "{name}: arity {}", c.arity);
+            let flags = c.flags.to_str().unwrap();
+            assert!(
+                flags.contains("write") != flags.contains("readonly"),
+                "{name}: exactly one of write/readonly"
+            );
+            assert!(!c.summary.to_bytes().is_empty() && !c.complexity.to_bytes().is_empty());
         }
     }
-}
-
-/// `ORCA.IMPORT <queue> <blob>`: adds the units of a serialized queue (the
-/// form AOF rewrite emits). Refused whole if the blob is malformed, violates
-/// an invariant, or collides with what the queue holds.
-pub fn import(ctx: &Context, args: Vec<RedisString>) -> CmdResult {
-    if args.len() != 3 {
-        return Err(RedisError::WrongArity);
-    }
-    let name = &args[1];
-    let incoming = Queue::decode(args[2].as_slice()).map_err(core_err)?;
-    let key = ctx.open_key_writable(name);
-    let n = incoming.len();
-    let existing = key
-        .get_value::<Queue>(&QUEUE_TYPE)?
-        .map(|q| q.state_counts())
-        .map(|c| c.0 + c.1)
-        .unwrap_or(0);
-    let (iq, id, _, _) = incoming.state_counts();
-    if !super::from_master_or_aof(ctx) && existing + iq + id > settings::max_queue_length() {
-        return Err(err("import would exceed orca.max-queue-length"));
-    }
-    match key.get_value::<Queue>(&QUEUE_TYPE)? {
-        Some(q) => {
-            let before = stats::counts(q);
-            q.absorb(incoming).map_err(core_err)?;
-            stats::changed(before, stats::counts(q));
-            timer::track(ctx, name, q);
-        }
-        None => {
-            stats::queue_added(&incoming);
-            timer::track(ctx, name, &incoming);
-            key.set_value(&QUEUE_TYPE, incoming)?;
-        }
-    }
-    ctx.replicate_verbatim();
-    notify(ctx, c"orca.import", name);
-    signal_ready(ctx, name);
-    Ok(Reply::Int(n as i64))
 }

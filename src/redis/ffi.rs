@@ -1,13 +1,28 @@
-//! The few raw module API calls the wrapper crate does not cover.
+//! The raw module API calls the wrapper crate does not cover, as safe
+//! functions. This is the bottom layer of the adapter: it calls nothing
+//! above it (callbacks Redis makes into the module live in `hooks.rs` and
+//! `datatype.rs`).
 
-use redis_module::{raw, Context};
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_long};
+
+use redis_module::{raw, Context, RedisString};
+
+/// Is this API function present on the running server?
+macro_rules! api {
+    ($name:ident) => {
+        // SAFETY: a plain read of a function pointer that RedisModule_Init
+        // wrote once, on the main thread, before any command ran.
+        unsafe { raw::$name }
+    };
+}
 
 /// The server's clock in ms (`RedisModule_Milliseconds`). Commands that use
 /// it replicate the value they read, so replicas and AOF replay never read
 /// their own clock.
 pub fn now_ms() -> i64 {
-    // SAFETY: a plain call of an API function set at module load.
-    match unsafe { raw::RedisModule_Milliseconds } {
+    match api!(RedisModule_Milliseconds) {
+        // SAFETY: no arguments; callable any time after load.
         Some(f) => unsafe { f() },
         None => 0,
     }
@@ -22,8 +37,8 @@ pub fn deny_blocking(ctx: &Context) -> bool {
 
 /// The database the context has selected.
 pub fn selected_db(ctx: &Context) -> i32 {
-    // SAFETY: valid context from Redis.
-    match unsafe { raw::RedisModule_GetSelectedDb } {
+    match api!(RedisModule_GetSelectedDb) {
+        // SAFETY: valid context from Redis.
         Some(f) => unsafe { f(ctx.ctx) },
         None => 0,
     }
@@ -31,19 +46,19 @@ pub fn selected_db(ctx: &Context) -> i32 {
 
 /// Select a database on this context (timer contexts start on db 0).
 pub fn select_db(ctx: &Context, db: i32) -> bool {
-    // SAFETY: valid context from Redis; Redis checks the id.
-    match unsafe { raw::RedisModule_SelectDb } {
-        Some(f) => unsafe { f(ctx.ctx, db) == raw::REDISMODULE_OK as i32 },
+    match api!(RedisModule_SelectDb) {
+        // SAFETY: valid context from Redis; Redis checks the id.
+        Some(f) => unsafe { f(ctx.ctx, db) == raw::REDISMODULE_OK as c_int },
         None => false,
     }
 }
 
 /// A module keyspace event (`orca.*`) on `key`. Unlike the wrapper crate's
 /// `notify_keyspace_event`, the event name is not copied into a CString.
-pub fn notify(ctx: &Context, event: &std::ffi::CStr, key: &redis_module::RedisString) {
-    // SAFETY: valid context and key string from Redis; a NUL-terminated
-    // event name that Redis reads during the call.
-    if let Some(f) = unsafe { raw::RedisModule_NotifyKeyspaceEvent } {
+pub fn notify(ctx: &Context, event: &CStr, key: &RedisString) {
+    if let Some(f) = api!(RedisModule_NotifyKeyspaceEvent) {
+        // SAFETY: valid context and key string from Redis; a NUL-terminated
+        // event name that Redis reads during the call.
         unsafe {
             f(
                 ctx.ctx,
@@ -56,10 +71,30 @@ pub fn notify(ctx: &Context, event: &std::ffi::CStr, key: &redis_module::RedisSt
 }
 
 /// Wake clients blocked on `key` (a blocking `ORCA.POP`).
-pub fn signal_ready(ctx: &Context, key: &redis_module::RedisString) {
-    // SAFETY: valid context and key string from Redis.
-    if let Some(f) = unsafe { raw::RedisModule_SignalKeyAsReady } {
+pub fn signal_ready(ctx: &Context, key: &RedisString) {
+    if let Some(f) = api!(RedisModule_SignalKeyAsReady) {
+        // SAFETY: valid context and key string from Redis.
         unsafe { f(ctx.ctx, key.inner) };
+    }
+}
+
+/// A warning in the server log. The text is passed as an argument of a
+/// `%s` format, so no byte of it is read as a format directive; NUL bytes
+/// are replaced (the wrapper crate's logging would panic on them).
+pub fn log_warning(msg: &str) {
+    let text = std::ffi::CString::new(msg.replace('\0', "?")).unwrap_or_default();
+    if let Some(f) = api!(RedisModule_Log) {
+        // SAFETY: a NULL context is allowed (logged without a module
+        // name); level and format are NUL-terminated; "%s" takes one C
+        // string, which is NUL-terminated.
+        unsafe {
+            f(
+                std::ptr::null_mut(),
+                c"warning".as_ptr(),
+                c"orca: %s".as_ptr(),
+                text.as_ptr(),
+            )
+        };
     }
 }
 
@@ -67,118 +102,70 @@ pub fn signal_ready(ctx: &Context, key: &redis_module::RedisString) {
 /// Redis tells them.
 ///
 /// # Safety
-/// `rdb` must be the IO handle Redis passed to the running type callback.
-pub unsafe fn io_key(rdb: *mut raw::RedisModuleIO) -> Option<(i32, Vec<u8>)> {
+/// `io` must be the IO handle Redis passed to the running type callback.
+pub unsafe fn io_key(io: *mut raw::RedisModuleIO) -> Option<(i32, Vec<u8>)> {
     // SAFETY: valid IO handle from Redis; the name is copied before return.
     unsafe {
-        let name = raw::RedisModule_GetKeyNameFromIO?(rdb);
+        let name = raw::RedisModule_GetKeyNameFromIO?(io);
         if name.is_null() {
             return None;
         }
-        let db = raw::RedisModule_GetDbIdFromIO.map(|f| f(rdb)).unwrap_or(0);
-        Some((
-            db,
-            redis_module::RedisString::string_as_slice(name).to_vec(),
-        ))
+        let db = raw::RedisModule_GetDbIdFromIO.map(|f| f(io)).unwrap_or(0);
+        Some((db, RedisString::string_as_slice(name).to_vec()))
     }
 }
 
-/// Block the client until `key` is signalled ready or `timeout_ms` passes
-/// (0 = forever), like BLPOP. Redis then calls `on_ready` (which may reply,
-/// or return an error status to keep waiting) or `on_timeout`.
-pub fn block_on_key(
-    ctx: &Context,
-    key: &redis_module::RedisString,
-    timeout_ms: i64,
-    on_ready: raw::RedisModuleCmdFunc,
-    on_timeout: raw::RedisModuleCmdFunc,
-) -> bool {
-    let mut keys = [key.inner];
-    // SAFETY: valid context and key; the keys array is copied by Redis.
-    match unsafe { raw::RedisModule_BlockClientOnKeys } {
-        Some(f) => unsafe {
-            !f(
-                ctx.ctx,
-                on_ready,
-                on_timeout,
-                None,
-                timeout_ms,
-                keys.as_mut_ptr(),
-                1,
-                std::ptr::null_mut(),
-            )
-            .is_null()
-        },
-        None => false,
-    }
-}
+// ----------------------------------------------------------------- replies
 
-extern "C" fn info_func(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: std::os::raw::c_int) {
-    let _ = std::panic::catch_unwind(|| super::stats::info(&redis_module::InfoContext::new(ctx)));
-}
+/// Reply primitives on the client of a command context. Redis copies what
+/// it is given.
+pub mod reply {
+    use super::*;
 
-/// Install the `INFO orca` handler (replacing the wrapper crate's default).
-pub fn register_info(ctx: &Context) {
-    // SAFETY: valid context during module load.
-    if let Some(f) = unsafe { raw::RedisModule_RegisterInfoFunc } {
-        unsafe { f(ctx.ctx, Some(info_func)) };
-    }
-}
-
-/// The client of a command context, as a reply sink.
-pub struct Client(*mut raw::RedisModuleCtx);
-
-impl Client {
-    pub fn new(ctx: &Context) -> Self {
-        Client(ctx.ctx)
-    }
-}
-
-impl super::reply::Sink for Client {
-    fn map(&mut self, len: usize) {
-        // SAFETY: a valid context from Redis; Redis copies what it is given.
-        if let Some(f) = unsafe { raw::RedisModule_ReplyWithMap } {
-            unsafe { f(self.0, len as std::os::raw::c_long) };
+    pub fn map(ctx: &Context, len: usize) {
+        if let Some(f) = api!(RedisModule_ReplyWithMap) {
+            // SAFETY: valid context from Redis.
+            unsafe { f(ctx.ctx, len as c_long) };
         }
     }
 
-    fn array(&mut self, len: usize) {
-        // SAFETY: a valid context from Redis; Redis copies what it is given.
-        if let Some(f) = unsafe { raw::RedisModule_ReplyWithArray } {
-            unsafe { f(self.0, len as std::os::raw::c_long) };
+    pub fn array(ctx: &Context, len: usize) {
+        if let Some(f) = api!(RedisModule_ReplyWithArray) {
+            // SAFETY: valid context from Redis.
+            unsafe { f(ctx.ctx, len as c_long) };
         }
     }
 
-    fn bulk(&mut self, b: &[u8]) {
-        // SAFETY: a valid context from Redis; the buffer is passed with its
-        // length and Redis copies it.
-        if let Some(f) = unsafe { raw::RedisModule_ReplyWithStringBuffer } {
-            unsafe { f(self.0, b.as_ptr().cast(), b.len()) };
+    pub fn bulk(ctx: &Context, b: &[u8]) {
+        if let Some(f) = api!(RedisModule_ReplyWithStringBuffer) {
+            // SAFETY: valid context; the buffer is passed with its length.
+            unsafe { f(ctx.ctx, b.as_ptr().cast::<c_char>(), b.len()) };
         }
     }
 
-    fn int(&mut self, v: i64) {
-        // SAFETY: a valid context from Redis; Redis copies what it is given.
-        if let Some(f) = unsafe { raw::RedisModule_ReplyWithLongLong } {
-            unsafe { f(self.0, v) };
+    pub fn int(ctx: &Context, v: i64) {
+        if let Some(f) = api!(RedisModule_ReplyWithLongLong) {
+            // SAFETY: valid context from Redis.
+            unsafe { f(ctx.ctx, v) };
         }
     }
 
-    fn null(&mut self) {
-        // SAFETY: a valid context from Redis; Redis copies what it is given.
-        if let Some(f) = unsafe { raw::RedisModule_ReplyWithNull } {
-            unsafe { f(self.0) };
+    pub fn null(ctx: &Context) {
+        if let Some(f) = api!(RedisModule_ReplyWithNull) {
+            // SAFETY: valid context from Redis.
+            unsafe { f(ctx.ctx) };
         }
     }
 
-    fn status(&mut self, s: &'static std::ffi::CStr) {
-        // SAFETY: a valid context from Redis; a NUL-terminated string that
-        // Redis copies.
-        if let Some(f) = unsafe { raw::RedisModule_ReplyWithSimpleString } {
-            unsafe { f(self.0, s.as_ptr()) };
+    pub fn status(ctx: &Context, s: &CStr) {
+        if let Some(f) = api!(RedisModule_ReplyWithSimpleString) {
+            // SAFETY: valid context; a NUL-terminated string.
+            unsafe { f(ctx.ctx, s.as_ptr()) };
         }
     }
 }
+
+// ------------------------------------------------------------- replication
 
 /// Keywords of replicated commands. Each is created once as a Redis string
 /// and shared by every replicated command (Redis strings are reference
@@ -231,9 +218,9 @@ fn keyword(k: Kw) -> *mut raw::RedisModuleString {
         };
         if cell.get().is_null() {
             let t = k.text();
-            // SAFETY: a NULL context makes a string the module owns; this one
-            // is kept (never freed) for the life of the process.
-            if let Some(f) = unsafe { raw::RedisModule_CreateString } {
+            if let Some(f) = api!(RedisModule_CreateString) {
+                // SAFETY: a NULL context makes a string the module owns;
+                // this one is kept (never freed) for the life of the process.
                 cell.set(unsafe { f(std::ptr::null_mut(), t.as_ptr().cast(), t.len()) });
             }
         }
@@ -244,13 +231,13 @@ fn keyword(k: Kw) -> *mut raw::RedisModuleString {
 /// An argument of a replicated command.
 pub enum Arg<'a> {
     /// A client's argument, passed on without copying (Redis takes a reference).
-    S(&'a redis_module::RedisString),
+    Client(&'a RedisString),
     /// A keyword (`NOW`, `LEASE`, ...), shared, never copied.
-    K(Kw),
+    Keyword(Kw),
     /// Bytes, copied into a new string.
-    B(&'a [u8]),
+    Bytes(&'a [u8]),
     /// An integer in decimal.
-    I(i64),
+    Int(i64),
 }
 
 /// How many recently replicated integers are kept as shared strings.
@@ -292,18 +279,18 @@ impl IntStrings {
         else {
             return std::ptr::null_mut();
         };
+        let (Some(create), Some(free)) = (
+            api!(RedisModule_CreateStringFromLongLong),
+            api!(RedisModule_FreeString),
+        ) else {
+            return std::ptr::null_mut();
+        };
         // SAFETY: a NULL context makes a string the module owns (this
         // slot's reference). The string it replaces is not among the
         // running call's arguments (its slot was not used by this call),
         // and Redis holds its own references to the strings of commands it
         // has yet to propagate, so dropping ours is fine.
         unsafe {
-            let (Some(create), Some(free)) = (
-                raw::RedisModule_CreateStringFromLongLong,
-                raw::RedisModule_FreeString,
-            ) else {
-                return std::ptr::null_mut();
-            };
             let s = create(std::ptr::null_mut(), v);
             if !slot.1.is_null() {
                 free(std::ptr::null_mut(), slot.1);
@@ -320,7 +307,7 @@ const INLINE_ARGS: usize = 12;
 /// Replicate `cmd args...` to replicas and the AOF. Unlike the wrapper
 /// crate's `replicate`, client arguments (payloads) and keywords are not
 /// copied, recent integers are reused, and no heap array is built.
-pub fn replicate(ctx: &Context, cmd: &std::ffi::CStr, args: &[Arg]) {
+pub fn replicate(ctx: &Context, cmd: &CStr, args: &[Arg]) {
     let run = |ints: Option<&mut IntStrings>| replicate_with(ctx, cmd, args, ints);
     let done = INTS.try_with(|cell| match cell.try_borrow_mut() {
         Ok(mut ints) => {
@@ -334,12 +321,7 @@ pub fn replicate(ctx: &Context, cmd: &std::ffi::CStr, args: &[Arg]) {
     }
 }
 
-fn replicate_with(
-    ctx: &Context,
-    cmd: &std::ffi::CStr,
-    args: &[Arg],
-    mut ints: Option<&mut IntStrings>,
-) {
+fn replicate_with(ctx: &Context, cmd: &CStr, args: &[Arg], mut ints: Option<&mut IntStrings>) {
     let c = ctx.ctx;
     let n = args.len();
     let mut inline = [std::ptr::null_mut::<raw::RedisModuleString>(); INLINE_ARGS];
@@ -356,14 +338,14 @@ fn replicate_with(
         };
     for ((p, o), a) in ptrs.iter_mut().zip(owned.iter_mut()).zip(args) {
         *p = match a {
-            Arg::S(s) => s.inner,
-            Arg::K(k) => keyword(*k),
-            Arg::I(i) => ints
+            Arg::Client(s) => s.inner,
+            Arg::Keyword(k) => keyword(*k),
+            Arg::Int(i) => ints
                 .as_deref_mut()
                 .map_or(std::ptr::null_mut(), |c| c.get(*i)),
-            Arg::B(_) => std::ptr::null_mut(),
+            Arg::Bytes(_) => std::ptr::null_mut(),
         };
-        if p.is_null() && matches!(a, Arg::B(_) | Arg::I(_)) {
+        if p.is_null() && matches!(a, Arg::Bytes(_) | Arg::Int(_)) {
             // SAFETY: valid context from Redis; buffers are passed with
             // their lengths. Freed below.
             *p = unsafe {
@@ -372,8 +354,8 @@ fn replicate_with(
                     raw::RedisModule_CreateString,
                     raw::RedisModule_CreateStringFromLongLong,
                 ) {
-                    (Arg::B(b), Some(f), _) => f(c, b.as_ptr().cast(), b.len()),
-                    (Arg::I(i), _, Some(f)) => f(c, *i),
+                    (Arg::Bytes(b), Some(f), _) => f(c, b.as_ptr().cast(), b.len()),
+                    (Arg::Int(i), _, Some(f)) => f(c, *i),
                     _ => std::ptr::null_mut(),
                 }
             };
@@ -399,124 +381,126 @@ fn replicate_with(
     }
 }
 
-unsafe extern "C" fn on_swapdb(
-    _ctx: *mut raw::RedisModuleCtx,
-    _eid: raw::RedisModuleEvent,
-    _sub: u64,
-    data: *mut std::os::raw::c_void,
-) {
-    if data.is_null() {
-        return;
-    }
-    // SAFETY: for the SwapDB event Redis passes a RedisModuleSwapDbInfo.
-    let info = unsafe { &*(data as *const raw::RedisModuleSwapDbInfo) };
-    let (a, b) = (info.dbnum_first, info.dbnum_second);
-    let _ = std::panic::catch_unwind(|| super::timer::on_swapdb(a, b));
-}
+// ----------------------------------------------------- command registration
 
-/// Follow SWAPDB (which sends no per-key events) so leases of queues in the
-/// swapped databases keep expiring on time.
-pub fn subscribe_swapdb(ctx: &Context) -> bool {
-    let event = raw::RedisModuleEvent {
-        id: raw::REDISMODULE_EVENT_SWAPDB,
-        dataver: 1,
-    };
-    // SAFETY: valid load-time context; a plain C callback.
-    match unsafe { raw::RedisModule_SubscribeToServerEvent } {
-        Some(f) => unsafe { f(ctx.ctx, event, Some(on_swapdb)) == raw::REDISMODULE_OK as i32 },
-        None => false,
-    }
-}
-
-unsafe extern "C" fn pause_filter(f: *mut raw::RedisModuleCommandFilterCtx) {
-    let _ = std::panic::catch_unwind(|| {
-        // SAFETY: the filter context Redis passed; arguments are read, not
-        // kept (the slices do not outlive this callback).
-        let (Some(count), Some(get)) =
-            (unsafe { raw::RedisModule_CommandFilterArgsCount }, unsafe {
-                raw::RedisModule_CommandFilterArgGet
-            })
-        else {
-            return;
-        };
-        let n = unsafe { count(f) };
-        // Runs before every command: no allocation, case-insensitive compares.
-        let arg = |i: i32| -> &[u8] {
-            if i >= n {
-                return &[];
-            }
-            let s = unsafe { get(f, i) };
-            if s.is_null() {
-                &[]
-            } else {
-                redis_module::RedisString::string_as_slice(s)
-            }
-        };
-        let is = |i: i32, kw: &str| arg(i).eq_ignore_ascii_case(kw.as_bytes());
-        let num = |i: i32| {
-            std::str::from_utf8(arg(i))
-                .ok()
-                .and_then(|t| t.parse::<i64>().ok())
-        };
-        if is(0, "CLIENT") {
-            if is(1, "PAUSE") {
-                super::timer::paused_for(num(2).unwrap_or(0));
-            } else if is(1, "UNPAUSE") {
-                super::timer::paused_for(0);
-            }
-        } else if is(0, "SHUTDOWN") {
-            // A master waiting for its replicas before shutting down pauses
-            // writes (up to shutdown-timeout); ABORT cancels the shutdown.
-            let abort = (1..n).any(|i| is(i, "ABORT"));
-            super::timer::paused_for(if abort { 0 } else { i64::MAX / 4 });
-        } else if is(0, "FAILOVER") {
-            // FAILOVER pauses writes while it hands over (until done or its
-            // TIMEOUT); the server then is a replica and its timer idles.
-            let mut ms = 60_000;
-            for i in 1..n {
-                if is(i, "TIMEOUT") {
-                    if let Some(t) = num(i + 1) {
-                        ms = t;
-                    }
-                }
-            }
-            super::timer::paused_for(ms);
-        }
-    });
-}
-
-/// Watch for CLIENT PAUSE / UNPAUSE / FAILOVER / SHUTDOWN: while writes are paused the
-/// timer must not change (and replicate) anything, or Redis 7.0 asserts in
-/// its propagation code. Redis 7.0 gives modules no other way to know.
-pub fn watch_pauses(ctx: &Context) -> bool {
-    // SAFETY: valid load-time context; a plain C callback.
-    match unsafe { raw::RedisModule_RegisterCommandFilter } {
+/// `RedisModule_CreateCommand` (load time only).
+pub fn create_command(
+    ctx: &Context,
+    name: &CStr,
+    entry: raw::RedisModuleCmdFunc,
+    flags: &CStr,
+    keys: (c_int, c_int, c_int),
+) -> bool {
+    match api!(RedisModule_CreateCommand) {
+        // SAFETY: load-time context; NUL-terminated name and flags, which
+        // Redis copies.
         Some(f) => unsafe {
-            !f(
+            f(
                 ctx.ctx,
-                Some(pause_filter),
-                raw::REDISMODULE_CMDFILTER_NOSELF as i32,
-            )
-            .is_null()
+                name.as_ptr(),
+                entry,
+                flags.as_ptr(),
+                keys.0,
+                keys.1,
+                keys.2,
+            ) == raw::REDISMODULE_OK as c_int
         },
         None => false,
     }
 }
 
+/// The metadata `COMMAND INFO/DOCS/GETKEYS` shows for a command: Redis 7.0
+/// reads arity and key specs only from `RedisModule_SetCommandInfo`.
+pub struct CommandInfo<'a> {
+    pub summary: &'a CStr,
+    pub complexity: &'a CStr,
+    pub since: &'a CStr,
+    pub arity: i32,
+    pub key_specs: Vec<redis_module::commands::KeySpec>,
+}
+
+/// Set a command's metadata (load time only). Returns false if Redis lacks
+/// the API or refused it (the command works; metadata is then the default).
+pub fn set_command_info(ctx: &Context, name: &CStr, info: CommandInfo) -> bool {
+    let (Some(get), Some(set)) = (
+        api!(RedisModule_GetCommand),
+        api!(RedisModule_SetCommandInfo),
+    ) else {
+        return false;
+    };
+    // Redis copies what it needs during the call; the version block and the
+    // key spec array are leaked once at load time so they outlive it anyway.
+    let version: &'static raw::RedisModuleCommandInfoVersion =
+        Box::leak(Box::new(raw::RedisModuleCommandInfoVersion {
+            version: 1,
+            sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+            sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
+            sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+        }));
+    let specs = redis_module::commands::get_redis_key_spec(info.key_specs);
+    let specs: &'static mut [raw::RedisModuleCommandKeySpec] = Box::leak(specs.into_boxed_slice());
+    // SAFETY: valid load-time context; a NUL-terminated name.
+    let cmd = unsafe { get(ctx.ctx, name.as_ptr()) };
+    if cmd.is_null() {
+        return false;
+    }
+    let raw_info = raw::RedisModuleCommandInfo {
+        version,
+        summary: info.summary.as_ptr(),
+        complexity: info.complexity.as_ptr(),
+        since: info.since.as_ptr(),
+        history: std::ptr::null_mut(),
+        tips: std::ptr::null(),
+        arity: info.arity,
+        key_specs: specs.as_mut_ptr(),
+        args: std::ptr::null_mut(),
+    };
+    // SAFETY: every pointer in `raw_info` is valid for the call (Redis
+    // copies the strings and specs).
+    unsafe { set(cmd, &raw_info) == raw::REDISMODULE_OK as c_int }
+}
+
+/// Add a module ACL category (Redis 7.4+); false where unsupported.
+pub fn add_acl_category(ctx: &Context, name: &CStr) -> bool {
+    match api!(RedisModule_AddACLCategory) {
+        // SAFETY: load-time context; a NUL-terminated name Redis copies.
+        Some(f) => unsafe { f(ctx.ctx, name.as_ptr()) == raw::REDISMODULE_OK as c_int },
+        None => false,
+    }
+}
+
+/// Set a command's ACL categories (Redis 7.2+, Valkey); false where
+/// unsupported or refused.
+pub fn set_acl_categories(ctx: &Context, name: &CStr, categories: &CStr) -> bool {
+    let (Some(get), Some(set)) = (
+        api!(RedisModule_GetCommand),
+        api!(RedisModule_SetCommandACLCategories),
+    ) else {
+        return false;
+    };
+    // SAFETY: load-time context and NUL-terminated strings.
+    unsafe {
+        let cmd = get(ctx.ctx, name.as_ptr());
+        !cmd.is_null() && set(cmd, categories.as_ptr()) == raw::REDISMODULE_OK as c_int
+    }
+}
+
+// ------------------------------------------------------------- server state
+
 /// Is a shutdown waiting for replicas (writes paused)? Redis 7.0 shows
 /// `shutdown_in_milliseconds` in INFO server only then; this also covers a
 /// shutdown started by SIGTERM, which no command filter sees.
 pub fn shutdown_pending(ctx: &Context) -> bool {
+    let (Some(get), Some(field), Some(free)) = (
+        api!(RedisModule_GetServerInfo),
+        api!(RedisModule_ServerInfoGetFieldC),
+        api!(RedisModule_FreeServerInfo),
+    ) else {
+        return false;
+    };
     // SAFETY: valid context; the info data is freed before returning and
     // the field pointer is only tested for NULL.
     unsafe {
-        let (Some(get), Some(field), Some(free)) = (
-            raw::RedisModule_GetServerInfo,
-            raw::RedisModule_ServerInfoGetFieldC,
-            raw::RedisModule_FreeServerInfo,
-        ) else {
-            return false;
-        };
         let data = get(ctx.ctx, c"server".as_ptr());
         if data.is_null() {
             return false;
@@ -529,8 +513,8 @@ pub fn shutdown_pending(ctx: &Context) -> bool {
 
 /// True while Redis wants no replication traffic (writes paused).
 pub fn avoid_replica_traffic() -> bool {
-    // SAFETY: a plain call of an API function set at module load.
-    match unsafe { raw::RedisModule_AvoidReplicaTraffic } {
+    match api!(RedisModule_AvoidReplicaTraffic) {
+        // SAFETY: no arguments.
         Some(f) => unsafe { f() != 0 },
         None => false,
     }

@@ -1,40 +1,171 @@
-//! Replies, written straight to the client (`ffi::Client`): a map under
-//! RESP3, a flat field/value array under RESP2 (Redis converts
-//! `RedisModule_ReplyWithMap` for RESP2 clients). A light tree of borrowed
-//! keys instead of the wrapper crate's `RedisValue` (a `BTreeMap` with an
-//! allocated `String` per key); the job replies of the hot paths (ENQUEUE,
-//! IMMEDIATE, POP) skip the tree and are written field by field from the
-//! job, in the same order.
+//! Replies. Every command returns a `Reply` (or an error) and the command
+//! entry point writes it (`write`); nothing replies on its own.
+//!
+//! A map is a RESP3 map, which Redis turns into a flat field/value array for
+//! RESP2 clients. `Reply` borrows where it can (the client's own arguments,
+//! static keys) so the hot paths allocate nothing for their reply: a job
+//! reply (`Reply::Job`, `Reply::Deliveries`) is written field by field from
+//! the job, merged with its extra fields in alphabetical order.
 
+use std::borrow::Cow;
 use std::ffi::CStr;
 
 use redis_module::Context;
 
+use redis_module::RedisError;
+
+use super::ffi;
 use crate::core::{encode_key, Delivery, JobInfo, JobKey};
 
+/// What a command returns: a reply to send, or an error reply.
+pub type CmdResult<'a> = Result<Reply<'a>, RedisError>;
+
+/// Errors as clients expect them: `WRONGTYPE ...` for another type, and
+/// every other text cleaned (see `clean_error`).
+pub fn clean_err(e: RedisError) -> RedisError {
+    match e {
+        RedisError::WrongType => {
+            RedisError::Str("WRONGTYPE Operation against a key holding the wrong kind of value")
+        }
+        // The wrapper crate reports another key type with this text.
+        RedisError::Str(s)
+            if s.contains("wrong Redis type") || s.contains("wrong kind of value") =>
+        {
+            RedisError::Str("WRONGTYPE Operation against a key holding the wrong kind of value")
+        }
+        RedisError::Str(s) => RedisError::String(clean_error(s)),
+        RedisError::String(s) => RedisError::String(clean_error(&s)),
+        e => e,
+    }
+}
+
+/// Error texts may quote client input (a JSON parser's message): keep them
+/// to one printable line of bounded length, with no NUL (the reply path
+/// builds a C string from it).
+fn clean_error(s: &str) -> String {
+    // Printable ASCII only: the wrapper crate sends each char of an error
+    // as one byte (`c as u8`), so U+0100 would become a NUL (and its
+    // CString::new(..).unwrap() would abort the server) and any non-ASCII
+    // char invalid UTF-8.
+    let mut out: String = s
+        .chars()
+        .map(|c| {
+            if c == ' ' || c.is_ascii_graphic() {
+                c
+            } else {
+                '?'
+            }
+        })
+        .take(400)
+        .collect();
+    let known = ["ERR ", "WRONGTYPE ", "NOPERM ", "OOM ", "READONLY "];
+    if !known.iter().any(|p| out.starts_with(p)) {
+        out.insert_str(0, "ERR ");
+    }
+    out
+}
+
+// `Job` is large (a job and its extra fields inline), and kept inline on
+// purpose: it is the reply of the hot paths, which must not allocate.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
-pub enum Reply {
+pub enum Reply<'a> {
     Int(i64),
-    Bulk(Vec<u8>),
+    Bulk(Cow<'a, [u8]>),
+    /// An orca key, sent in base64.
+    Key(JobKey),
+    /// A number sent as a bulk string (a lease token).
+    Token(u64),
     /// A simple status such as `OK`.
     Status(&'static CStr),
     Null,
-    /// Fields in alphabetical order.
-    Map(Vec<(&'static str, Reply)>),
-    Array(Vec<Reply>),
+    /// Fields in the order to send them (`Fields::build` sorts them
+    /// alphabetically).
+    Map(Vec<(&'static str, Reply<'a>)>),
+    Array(Vec<Reply<'a>>),
+    /// The job reply of docs/commands.md, with extra fields.
+    Job(JobReply<'a>),
     /// The deliveries of a POP: the one delivery's map, or (`array`, POP
-    /// with COUNT) an array of them.
+    /// with COUNT) an array of them. `queue` adds the queue's name to each.
     Deliveries {
         ds: Vec<Delivery>,
         array: bool,
+        queue: Option<&'a [u8]>,
     },
     /// Nothing now: the client is blocked and is answered later.
     Blocked,
-    /// Nothing more: the command has written its reply itself.
-    Sent,
 }
 
-/// Where a reply goes: the client (`ffi::Client`), or a recorder in tests.
+impl<'a> Reply<'a> {
+    pub fn bytes(b: &'a [u8]) -> Self {
+        Reply::Bulk(Cow::Borrowed(b))
+    }
+
+    pub fn text(s: impl Into<String>) -> Self {
+        Reply::Bulk(Cow::Owned(s.into().into_bytes()))
+    }
+}
+
+/// A field value of a job reply's extra fields.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Val<'a> {
+    Int(i64),
+    Bytes(&'a [u8]),
+    /// A number sent as a bulk string (a lease token).
+    Token(u64),
+    Null,
+}
+
+/// Most extra fields a job reply carries.
+const MAX_EXTRAS: usize = 6;
+
+/// A job reply: the job's fields (with or without `payload`) and up to
+/// `MAX_EXTRAS` extra fields.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobReply<'a> {
+    pub info: JobInfo<'a>,
+    pub payload: bool,
+    extras: [(&'static str, Val<'a>); MAX_EXTRAS],
+    len: usize,
+}
+
+impl<'a> JobReply<'a> {
+    /// The job reply of docs/commands.md.
+    pub fn full(info: JobInfo<'a>) -> Self {
+        JobReply {
+            info,
+            payload: true,
+            extras: [("", Val::Null); MAX_EXTRAS],
+            len: 0,
+        }
+    }
+
+    /// The write reply of the commands that put or move a job (ENQUEUE,
+    /// IMMEDIATE, REENQUEUE, MOVE): the job reply without `payload`, which
+    /// the client sent or already has (docs/commands.md).
+    pub fn meta(info: JobInfo<'a>) -> Self {
+        JobReply {
+            payload: false,
+            ..JobReply::full(info)
+        }
+    }
+
+    /// Add an extra field (at most `MAX_EXTRAS`; more is a bug, caught by
+    /// the unit tests, and dropped rather than panicking).
+    pub fn with(mut self, name: &'static str, v: Val<'a>) -> Self {
+        if let Some(slot) = self.extras.get_mut(self.len) {
+            *slot = (name, v);
+            self.len += 1;
+        }
+        self
+    }
+
+    pub fn reply(self) -> Reply<'a> {
+        Reply::Job(self)
+    }
+}
+
+/// Where a reply goes: the client (`Client`), or a recorder in tests.
 pub trait Sink {
     fn map(&mut self, len: usize);
     fn array(&mut self, len: usize);
@@ -44,15 +175,41 @@ pub trait Sink {
     fn status(&mut self, s: &'static CStr);
 }
 
+/// The client of a command context.
+pub struct Client<'c>(pub &'c Context);
+
+impl Sink for Client<'_> {
+    fn map(&mut self, len: usize) {
+        ffi::reply::map(self.0, len);
+    }
+    fn array(&mut self, len: usize) {
+        ffi::reply::array(self.0, len);
+    }
+    fn bulk(&mut self, b: &[u8]) {
+        ffi::reply::bulk(self.0, b);
+    }
+    fn int(&mut self, v: i64) {
+        ffi::reply::int(self.0, v);
+    }
+    fn null(&mut self) {
+        ffi::reply::null(self.0);
+    }
+    fn status(&mut self, s: &'static CStr) {
+        ffi::reply::status(self.0, s);
+    }
+}
+
 /// Write a reply to the client of `ctx`.
 pub fn send(ctx: &Context, r: &Reply) {
-    write(&mut super::ffi::Client::new(ctx), r);
+    write(&mut Client(ctx), r);
 }
 
 pub fn write<S: Sink>(s: &mut S, r: &Reply) {
     match r {
         Reply::Int(v) => s.int(*v),
         Reply::Bulk(b) => s.bulk(b),
+        Reply::Key(k) => write_key(s, k),
+        Reply::Token(n) => write_token(s, *n),
         Reply::Status(t) => s.status(t),
         Reply::Null => s.null(),
         Reply::Map(fields) => {
@@ -68,29 +225,39 @@ pub fn write<S: Sink>(s: &mut S, r: &Reply) {
                 write(s, v);
             }
         }
-        Reply::Deliveries { ds, array: true } => {
+        Reply::Job(j) => write_job(s, j),
+        Reply::Deliveries {
+            ds,
+            array: true,
+            queue,
+        } => {
             s.array(ds.len());
             for d in ds {
-                write_delivery(s, d);
+                write_delivery(s, d, *queue);
             }
         }
-        Reply::Deliveries { ds, array: false } => match ds.first() {
-            Some(d) => write_delivery(s, d),
+        Reply::Deliveries {
+            ds,
+            array: false,
+            queue,
+        } => match ds.first() {
+            Some(d) => write_delivery(s, d, *queue),
             None => s.null(),
         },
-        Reply::Blocked | Reply::Sent => {}
+        Reply::Blocked => {}
     }
 }
 
+/// A map built field by field, sent in alphabetical order.
 #[derive(Default)]
-pub struct Fields(Vec<(&'static str, Reply)>);
+pub struct Fields<'a>(Vec<(&'static str, Reply<'a>)>);
 
-impl Fields {
+impl<'a> Fields<'a> {
     pub fn new() -> Self {
         Fields(Vec::with_capacity(12))
     }
 
-    pub fn value(mut self, k: &'static str, v: Reply) -> Self {
+    pub fn value(mut self, k: &'static str, v: Reply<'a>) -> Self {
         self.0.push((k, v));
         self
     }
@@ -100,69 +267,66 @@ impl Fields {
     }
 
     pub fn str(self, k: &'static str, v: impl Into<String>) -> Self {
-        self.value(k, Reply::Bulk(v.into().into_bytes()))
+        self.value(k, Reply::text(v))
     }
 
-    pub fn build(mut self) -> Reply {
+    pub fn build(mut self) -> Reply<'a> {
         self.0.sort_unstable_by_key(|(k, _)| *k);
         Reply::Map(self.0)
     }
 }
 
-/// A field value of a job reply, borrowed from the job.
-#[derive(Clone, Copy, Debug)]
-pub enum Val<'a> {
-    Int(i64),
-    Bytes(&'a [u8]),
-    /// An orca key, in base64.
-    Key(&'a JobKey),
-    /// A number sent as a bulk string (a lease token).
-    Text(u64),
-    Null,
+/// The fields of the job reply of docs/commands.md as a `Fields` map, for
+/// replies that add non-scalar fields (`ORCA.STATUS`'s `leases`). The
+/// payload is copied.
+pub fn job_fields<'a>(info: &JobInfo<'_>) -> Fields<'a> {
+    Fields::new()
+        .int("attempts", info.attempts as i64)
+        .value(
+            "collation",
+            match &info.collation {
+                Some(c) => Reply::text(c.as_ref()),
+                None => Reply::Null,
+            },
+        )
+        .int("created_at", info.created_at)
+        .int("immediate", info.immediate as i64)
+        .value("key", Reply::Key(info.key))
+        .int("nonce", info.nonce as i64)
+        .value("payload", Reply::Bulk(Cow::Owned(info.payload.to_vec())))
+        .int("release_at", info.release_at)
 }
 
-impl Val<'_> {
-    fn owned(self) -> Reply {
-        match self {
-            Val::Int(v) => Reply::Int(v),
-            Val::Bytes(b) => Reply::Bulk(b.to_vec()),
-            Val::Key(k) => Reply::Bulk(encode_key(k).into_bytes()),
-            Val::Text(n) => Reply::Bulk(n.to_string().into_bytes()),
-            Val::Null => Reply::Null,
-        }
-    }
-
-    fn write<S: Sink>(self, s: &mut S) {
-        match self {
-            Val::Int(v) => s.int(v),
-            Val::Bytes(b) => s.bulk(b),
-            Val::Key(k) => {
-                let mut buf = [0u8; KEY_TEXT_LEN];
-                s.bulk(key_text(k, &mut buf));
-            }
-            Val::Text(n) => {
-                let mut buf = [0u8; 20];
-                s.bulk(decimal(n, &mut buf));
-            }
-            Val::Null => s.null(),
-        }
+/// A job's reply view that owns its data, for replies built from a queue
+/// that is closed before the reply is written (the payload is copied).
+pub fn owned(info: JobInfo<'_>) -> JobInfo<'static> {
+    JobInfo {
+        key: info.key,
+        collation: info.collation.map(|c| Cow::Owned(c.into_owned())),
+        immediate: info.immediate,
+        nonce: info.nonce,
+        created_at: info.created_at,
+        release_at: info.release_at,
+        attempts: info.attempts,
+        payload: Cow::Owned(info.payload.into_owned()),
     }
 }
 
 /// Length of an orca key in base64.
 const KEY_TEXT_LEN: usize = 44;
 
-/// `encode_key` without allocating.
-fn key_text<'b>(key: &JobKey, buf: &'b mut [u8; KEY_TEXT_LEN]) -> &'b [u8] {
+fn write_key<S: Sink>(s: &mut S, key: &JobKey) {
     use base64::Engine;
-    match base64::engine::general_purpose::STANDARD.encode_slice(key, buf) {
-        Ok(n) => buf.get(..n).unwrap_or_default(),
-        Err(_) => &[],
+    let mut buf = [0u8; KEY_TEXT_LEN];
+    match base64::engine::general_purpose::STANDARD.encode_slice(key, &mut buf) {
+        Ok(n) => s.bulk(buf.get(..n).unwrap_or_default()),
+        Err(_) => s.bulk(encode_key(key).as_bytes()),
     }
 }
 
-/// `n` in decimal, without allocating.
-fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+/// `n` in decimal as a bulk string, without allocating.
+fn write_token<S: Sink>(s: &mut S, mut n: u64) {
+    let mut buf = [0u8; 20];
     let mut i = buf.len();
     loop {
         i -= 1;
@@ -174,96 +338,100 @@ fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
             break;
         }
     }
-    buf.get(i..).unwrap_or_default()
+    s.bulk(buf.get(i..).unwrap_or_default());
 }
 
-/// The fields of the job reply of docs/commands.md, in alphabetical order.
-fn job_fields<'a>(info: &'a JobInfo<'_>) -> [(&'static str, Val<'a>); 8] {
-    [
-        ("attempts", Val::Int(info.attempts as i64)),
-        (
-            "collation",
-            match &info.collation {
-                Some(c) => Val::Bytes(c.as_bytes()),
-                None => Val::Null,
-            },
-        ),
-        ("created_at", Val::Int(info.created_at)),
-        ("immediate", Val::Int(info.immediate as i64)),
-        ("key", Val::Key(&info.key)),
-        ("nonce", Val::Int(info.nonce as i64)),
-        ("payload", Val::Bytes(&info.payload)),
-        ("release_at", Val::Int(info.release_at)),
-    ]
+fn write_val<S: Sink>(s: &mut S, v: &Val) {
+    match v {
+        Val::Int(v) => s.int(*v),
+        Val::Bytes(b) => s.bulk(b),
+        Val::Token(n) => write_token(s, *n),
+        Val::Null => s.null(),
+    }
 }
 
-/// The job reply of docs/commands.md as a tree, for more fields.
-pub fn job(info: &JobInfo<'_>) -> Fields {
-    job_fields(info)
-        .into_iter()
-        .fold(Fields::new(), |f, (k, v)| f.value(k, v.owned()))
+/// The job's own fields, in alphabetical order.
+const JOB_FIELDS: [&str; 8] = [
+    "attempts",
+    "collation",
+    "created_at",
+    "immediate",
+    "key",
+    "nonce",
+    "payload",
+    "release_at",
+];
+
+fn write_job_field<S: Sink>(s: &mut S, info: &JobInfo, field: &str) {
+    match field {
+        "attempts" => s.int(info.attempts as i64),
+        "collation" => match &info.collation {
+            Some(c) => s.bulk(c.as_bytes()),
+            None => s.null(),
+        },
+        "created_at" => s.int(info.created_at),
+        "immediate" => s.int(info.immediate as i64),
+        "key" => write_key(s, &info.key),
+        "nonce" => s.int(info.nonce as i64),
+        "payload" => s.bulk(&info.payload),
+        _ => s.int(info.release_at),
+    }
 }
 
-/// The reply of the commands that write a job (ENQUEUE, IMMEDIATE,
-/// REENQUEUE, MOVE): the job reply without `payload`, which the client
-/// sent or already has (docs/commands.md).
-pub fn job_meta(info: &JobInfo<'_>) -> Fields {
-    job_fields(info)
-        .into_iter()
-        .filter(|(k, _)| *k != "payload")
-        .fold(Fields::new(), |f, (k, v)| f.value(k, v.owned()))
-}
-
-/// The job reply with `extra` fields, written without building a tree:
-/// the same map, in the same (alphabetical) order, as `job(info)` with the
-/// extra fields added and built.
-/// Without `payload` when `payload` is false (as `job_meta`).
-pub fn write_job<S: Sink>(
-    s: &mut S,
-    info: &JobInfo<'_>,
-    payload: bool,
-    extra: &mut [(&'static str, Val<'_>)],
-) {
+/// A job reply: the job's fields merged with the extra fields, all in
+/// alphabetical order.
+fn write_job<S: Sink>(s: &mut S, j: &JobReply) {
+    let mut extra: [(&'static str, Val); MAX_EXTRAS] = j.extras;
+    let extra = extra.get_mut(..j.len).unwrap_or_default();
     extra.sort_unstable_by_key(|(k, _)| *k);
-    let fields = job_fields(info);
-    s.map(fields.len() - !payload as usize + extra.len());
+    let own = JOB_FIELDS.len() - !j.payload as usize;
+    s.map(own + extra.len());
     let mut extra = extra.iter().peekable();
-    for (k, v) in fields {
-        if !payload && k == "payload" {
+    for field in JOB_FIELDS {
+        if !j.payload && field == "payload" {
             continue;
         }
-        while let Some((ek, ev)) = extra.next_if(|(ek, _)| *ek < k) {
+        while let Some((ek, ev)) = extra.next_if(|(ek, _)| *ek < field) {
             s.bulk(ek.as_bytes());
-            ev.write(s);
+            write_val(s, ev);
         }
-        s.bulk(k.as_bytes());
-        v.write(s);
+        s.bulk(field.as_bytes());
+        write_job_field(s, &j.info, field);
     }
     for (ek, ev) in extra {
         s.bulk(ek.as_bytes());
-        ev.write(s);
+        write_val(s, ev);
     }
 }
 
 /// A popped job: the job reply with `attempt`, `lease` (the token, as a
-/// string) and `deadline`, both nil for `LEASE 0`.
-fn write_delivery<S: Sink>(s: &mut S, d: &Delivery) {
-    let attempt = ("attempt", Val::Int(d.job.attempts as i64));
-    let mut extra = match d.lease {
-        Some((token, deadline)) => [
-            attempt,
-            ("lease", Val::Text(token)),
-            ("deadline", Val::Int(deadline)),
-        ],
-        None => [attempt, ("lease", Val::Null), ("deadline", Val::Null)],
+/// string) and `deadline`, both nil for `LEASE 0`, and `queue` when asked.
+fn write_delivery<S: Sink>(s: &mut S, d: &Delivery, queue: Option<&[u8]>) {
+    let info = JobInfo {
+        key: d.job.key,
+        collation: d.job.collation.as_deref().map(Cow::Borrowed),
+        immediate: d.job.immediate,
+        nonce: d.job.nonce,
+        created_at: d.job.created_at,
+        release_at: d.job.release_at,
+        attempts: d.job.attempts,
+        payload: Cow::Borrowed(&d.job.payload),
     };
-    write_job(s, &d.job, true, &mut extra);
+    let mut j = JobReply::full(info).with("attempt", Val::Int(d.job.attempts as i64));
+    j = match d.lease {
+        Some((token, deadline)) => j
+            .with("lease", Val::Token(token))
+            .with("deadline", Val::Int(deadline)),
+        None => j.with("lease", Val::Null).with("deadline", Val::Null),
+    };
+    if let Some(q) = queue {
+        j = j.with("queue", Val::Bytes(q));
+    }
+    write_job(s, &j);
 }
 
 #[cfg(test)]
 mod tests {
-    use std::borrow::Cow;
-
     use super::*;
 
     #[derive(Debug, PartialEq)]
@@ -319,52 +487,57 @@ mod tests {
         }
     }
 
-    /// The old delivery reply, built as a tree.
-    fn delivery_tree(d: &Delivery) -> Reply {
-        let f = job(&d.job).int("attempt", d.job.attempts as i64);
-        match d.lease {
-            Some((token, deadline)) => f.str("lease", token.to_string()).int("deadline", deadline),
+    /// The delivery reply as a map built field by field.
+    fn delivery_tree(d: &Delivery, queue: Option<&[u8]>) -> Reply<'static> {
+        let mut f = job_fields(&d.job).int("attempt", d.job.attempts as i64);
+        f = match d.lease {
+            Some((token, deadline)) => f
+                .value("lease", Reply::Token(token))
+                .int("deadline", deadline),
             None => f.value("lease", Reply::Null).value("deadline", Reply::Null),
+        };
+        if let Some(q) = queue {
+            f = f.value("queue", Reply::Bulk(Cow::Owned(q.to_vec())));
         }
-        .build()
+        f.build()
     }
 
     #[test]
-    fn direct_job_replies_match_the_tree() {
+    fn job_replies_match_the_field_map() {
         for seed in 0..6u8 {
             for coll in [None, Some("user.42"), Some("team.x")] {
                 let i = info(seed, coll);
                 for created in [0, 1] {
-                    let tree = job(&i).int("created", created).build();
-                    let mut s = Rec::default();
-                    write_job(&mut s, &i, true, &mut [("created", Val::Int(created))]);
-                    assert_eq!(s.0, rec(&tree));
-                    let tree = job_meta(&i).int("created", created).build();
-                    let mut s = Rec::default();
-                    write_job(&mut s, &i, false, &mut [("created", Val::Int(created))]);
-                    assert_eq!(s.0, rec(&tree));
+                    let tree = job_fields(&i).int("created", created).build();
+                    let direct = JobReply::full(i.clone())
+                        .with("created", Val::Int(created))
+                        .reply();
+                    assert_eq!(rec(&direct), rec(&tree));
+                    let Reply::Map(mut fields) = job_fields(&i).int("created", created).build()
+                    else {
+                        unreachable!()
+                    };
+                    fields.retain(|(k, _)| *k != "payload");
+                    let meta = JobReply::meta(i.clone())
+                        .with("created", Val::Int(created))
+                        .reply();
+                    assert_eq!(rec(&meta), rec(&Reply::Map(fields)));
                 }
                 // Extras given out of order, before, between and after the
                 // job's own fields.
-                let tree = job(&i)
+                let tree = job_fields(&i)
                     .str("state", "x")
                     .int("zz", 1)
                     .int("a", 2)
                     .value("died_at", Reply::Null)
                     .build();
-                let mut s = Rec::default();
-                write_job(
-                    &mut s,
-                    &i,
-                    true,
-                    &mut [
-                        ("state", Val::Bytes(b"x")),
-                        ("zz", Val::Int(1)),
-                        ("a", Val::Int(2)),
-                        ("died_at", Val::Null),
-                    ],
-                );
-                assert_eq!(s.0, rec(&tree));
+                let direct = JobReply::full(i.clone())
+                    .with("state", Val::Bytes(b"x"))
+                    .with("zz", Val::Int(1))
+                    .with("a", Val::Int(2))
+                    .with("died_at", Val::Null)
+                    .reply();
+                assert_eq!(rec(&direct), rec(&tree));
                 for lease in [
                     None,
                     Some((0, 0)),
@@ -375,33 +548,50 @@ mod tests {
                         job: i.clone(),
                         lease,
                     };
-                    let one = Reply::Deliveries {
-                        ds: vec![d.clone()],
-                        array: false,
-                    };
-                    assert_eq!(rec(&one), rec(&delivery_tree(&d)));
-                    let many = Reply::Deliveries {
-                        ds: vec![d.clone(), d.clone()],
-                        array: true,
-                    };
-                    let tree = Reply::Array(vec![delivery_tree(&d), delivery_tree(&d)]);
-                    assert_eq!(rec(&many), rec(&tree));
+                    for queue in [None, Some(&b"grading"[..])] {
+                        let one = Reply::Deliveries {
+                            ds: vec![d.clone()],
+                            array: false,
+                            queue,
+                        };
+                        assert_eq!(rec(&one), rec(&delivery_tree(&d, queue)));
+                        let many = Reply::Deliveries {
+                            ds: vec![d.clone(), d.clone()],
+                            array: true,
+                            queue,
+                        };
+                        let tree =
+                            Reply::Array(vec![delivery_tree(&d, queue), delivery_tree(&d, queue)]);
+                        assert_eq!(rec(&many), rec(&tree));
+                    }
                 }
             }
         }
         let none = Reply::Deliveries {
             ds: vec![],
             array: false,
+            queue: None,
         };
         assert_eq!(rec(&none), vec![Ev::Null]);
     }
 
     #[test]
-    fn key_text_and_decimal_match_the_allocating_forms() {
+    fn extras_beyond_the_limit_are_dropped_not_panicking() {
+        let mut j = JobReply::full(info(1, None));
+        for _ in 0..MAX_EXTRAS + 3 {
+            j = j.with("x", Val::Int(1));
+        }
+        assert_eq!(rec(&j.reply()).first(), Some(&Ev::Map(8 + MAX_EXTRAS)));
+    }
+
+    #[test]
+    fn keys_and_tokens_match_the_allocating_forms() {
         for seed in 0..=255u8 {
             let k: JobKey = std::array::from_fn(|i| (i as u8).wrapping_mul(seed) ^ seed);
-            let mut buf = [0u8; KEY_TEXT_LEN];
-            assert_eq!(key_text(&k, &mut buf), encode_key(&k).as_bytes());
+            assert_eq!(
+                rec(&Reply::Key(k)),
+                vec![Ev::Bulk(encode_key(&k).into_bytes())]
+            );
         }
         for n in [
             0,
@@ -415,8 +605,10 @@ mod tests {
             u64::MAX - 1,
             u64::MAX,
         ] {
-            let mut buf = [0u8; 20];
-            assert_eq!(decimal(n, &mut buf), n.to_string().as_bytes());
+            assert_eq!(
+                rec(&Reply::Token(n)),
+                vec![Ev::Bulk(n.to_string().into_bytes())]
+            );
         }
     }
 }

@@ -1,0 +1,138 @@
+//! Access to queues for the commands: open a key as a queue for reading or
+//! writing (keeping `INFO orca` counts and the timer's tracking current),
+//! turn core errors into replies, and the checks every write applies to
+//! client input.
+
+use redis_module::{Context, RedisError, RedisString};
+
+use super::args::err;
+use super::datatype::QUEUE_TYPE;
+use super::ffi::{self, selected_db, Arg, Kw};
+use super::{settings, stats, tracking};
+use crate::core::config::ConfigLimits;
+use crate::core::{decode_key, JobKey, Order, Queue, QueueError, TickReport};
+
+pub fn core_err(e: QueueError) -> RedisError {
+    err(e.to_string())
+}
+
+/// Refuse a payload (config or result) over `orca.max-payload-bytes`.
+pub fn check_payload(len: usize, what: &str) -> Result<(), RedisError> {
+    let max = settings::max_payload_bytes();
+    if len > max {
+        return Err(err(format!(
+            "{what} is {len} bytes; the limit is {max} (orca.max-payload-bytes)"
+        )));
+    }
+    Ok(())
+}
+
+/// Config limits for client input; none for what the master or the AOF
+/// replays (the master already applied its own limits).
+pub fn limits_for(client: bool) -> ConfigLimits {
+    if client {
+        settings::config_limits()
+    } else {
+        ConfigLimits::NONE
+    }
+}
+
+/// Refuse a new job when the queue holds `orca.max-queue-length` waiting jobs.
+pub fn check_room(q: &Queue, key: &JobKey) -> Result<(), RedisError> {
+    let max = settings::max_queue_length();
+    let (queued, delayed, _, _) = q.state_counts();
+    if !q.contains(key) && queued + delayed >= max {
+        return Err(err(format!(
+            "queue is full ({} waiting jobs; orca.max-queue-length is {max})",
+            queued + delayed
+        )));
+    }
+    Ok(())
+}
+
+/// A job key given by a client; `None` if it cannot be an orca key.
+pub fn job_key_arg(arg: &RedisString) -> Option<JobKey> {
+    decode_key(arg.as_slice())
+}
+
+fn track(ctx: &Context, name: &RedisString, q: &Queue) {
+    tracking::track(selected_db(ctx), name.as_slice(), q.next_deadline());
+}
+
+/// Run `op` on the queue at `name`, creating it (with the default order) if
+/// the key is empty and `create` is set. A new queue is stored only if `op`
+/// succeeds, so a failed command leaves no empty key behind. Returns op's
+/// value (`None`: no queue) and, for a queue just created, its order.
+pub fn write_queue<T>(
+    ctx: &Context,
+    name: &RedisString,
+    create: bool,
+    op: impl FnOnce(&mut Queue) -> Result<T, RedisError>,
+) -> Result<(Option<T>, Option<Order>), RedisError> {
+    let key = ctx.open_key_writable(name);
+    match key.get_value::<Queue>(&QUEUE_TYPE)? {
+        Some(q) => {
+            let before = stats::counts(q);
+            let v = op(q);
+            stats::changed(before, stats::counts(q));
+            let v = v?;
+            track(ctx, name, q);
+            Ok((Some(v), None))
+        }
+        None if create => {
+            let mut q = Queue::new(settings::default_order());
+            let v = op(&mut q)?;
+            let order = q.order();
+            stats::queue_added(&q);
+            track(ctx, name, &q);
+            key.set_value(&QUEUE_TYPE, q)?;
+            Ok((Some(v), Some(order)))
+        }
+        None => Ok((None, None)),
+    }
+}
+
+/// Run `op` on the queue at `name` for reading; `None` if there is no key.
+pub fn read_queue<T>(
+    ctx: &Context,
+    name: &RedisString,
+    op: impl FnOnce(&Queue) -> Result<T, RedisError>,
+) -> Result<Option<T>, RedisError> {
+    let key = ctx.open_key(name);
+    match key.get_value::<Queue>(&QUEUE_TYPE)? {
+        Some(q) => Ok(Some(op(q)?)),
+        None => Ok(None),
+    }
+}
+
+/// The timer's access: run `tick` on the queue at `name` (in the selected
+/// db), keeping the counts; its report and the queue's next deadline, or
+/// `None` if the key holds no queue.
+pub fn open_for_tick(
+    ctx: &Context,
+    name: &RedisString,
+    tick: impl FnOnce(&mut Queue) -> TickReport,
+) -> Option<(TickReport, Option<i64>)> {
+    let key = ctx.open_key_writable(name);
+    let q = key.get_value::<Queue>(&QUEUE_TYPE).ok().flatten()?;
+    let before = stats::counts(q);
+    let report = tick(q);
+    stats::changed(before, stats::counts(q));
+    Some((report, q.next_deadline()))
+}
+
+/// A queue created by a write replicates its order first (the default
+/// order is a module setting, which a replica may have set differently).
+pub fn replicate_created_order(ctx: &Context, name: &RedisString, order: Option<Order>) {
+    if let Some(order) = order {
+        ffi::replicate(
+            ctx,
+            c"ORCA.SETTINGS",
+            &[
+                Arg::Client(name),
+                Arg::Keyword(Kw::Order),
+                Arg::Bytes(order.name().as_bytes()),
+            ],
+        );
+    }
+}

@@ -1,0 +1,218 @@
+//! The commands that put, move and delete jobs: `ORCA.ENQUEUE`,
+//! `ORCA.IMMEDIATE`, `ORCA.REENQUEUE`, `ORCA.MOVE`, `ORCA.DELETE`.
+//!
+//! Replication rule: a command that reads the clock or a module setting
+//! replicates a form with that value pinned (`NOW <ms>`, `BUFFER <ms>`,
+//! `ORCA.SETTINGS ... ORDER`), so replicas and AOF replay reach the same state.
+
+use std::borrow::Cow;
+
+use redis_module::{Context, RedisError, RedisString};
+
+use super::access::{
+    check_payload, check_room, core_err, job_key_arg, limits_for, read_queue,
+    replicate_created_order, write_queue,
+};
+use super::args::{err, from_master_or_aof, is_kw, parse_ms, Options};
+use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
+use super::reply::{CmdResult, JobReply, Reply, Val};
+use super::{settings, stats};
+use crate::core::config::parse_config_limited;
+use crate::core::{JobConfig, JobInfo, Move, QueueError};
+
+#[derive(Clone, Copy)]
+enum PutKind {
+    Enqueue,
+    Immediate,
+}
+
+/// Parse a client's (or the master's) config argument.
+fn config_arg(ctx: &Context, json: &RedisString) -> Result<(JobConfig, bool), RedisError> {
+    let client = !from_master_or_aof(ctx);
+    if client {
+        check_payload(json.len(), "config")?;
+    }
+    let cfg = parse_config_limited(json.as_slice(), &limits_for(client)).map_err(core_err)?;
+    Ok((cfg, client))
+}
+
+fn put<'a>(ctx: &Context, args: &'a [RedisString], kind: PutKind) -> CmdResult<'a> {
+    let [_, name, json, rest @ ..] = args else {
+        return Err(RedisError::WrongArity);
+    };
+    let opts = Options::parse(rest, &["NOW"])?;
+    let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
+    let (mut cfg, client) = config_arg(ctx, json)?;
+    let payload = json.as_slice();
+    let (job, order) = write_queue(ctx, name, true, |q| {
+        if client {
+            check_room(q, &cfg.job_key)?;
+        }
+        let (info, created) = match kind {
+            PutKind::Enqueue => q.enqueue(&cfg, payload, now),
+            PutKind::Immediate => q.put_immediate(&cfg, payload, now),
+        }
+        .map_err(core_err)?;
+        Ok((detach(&info, cfg.collation.take()), created))
+    })?;
+    let (info, created) = job.ok_or_else(|| err("queue missing"))?;
+    replicate_created_order(ctx, name, order);
+    let cmd = match kind {
+        PutKind::Enqueue => c"ORCA.ENQUEUE",
+        PutKind::Immediate => c"ORCA.IMMEDIATE",
+    };
+    ffi::replicate(
+        ctx,
+        cmd,
+        &[
+            Arg::Client(name),
+            Arg::Client(json),
+            Arg::Keyword(Kw::Now),
+            Arg::Int(now),
+        ],
+    );
+    if created {
+        stats::add(&stats::ENQUEUED, 1);
+    }
+    let event = match (kind, created) {
+        (_, false) => c"orca.update",
+        (PutKind::Enqueue, true) => c"orca.enqueue",
+        (PutKind::Immediate, true) => c"orca.immediate",
+    };
+    ffi::notify(ctx, event, name);
+    signal_ready(ctx, name);
+    Ok(JobReply::meta(info)
+        .with("created", Val::Int(created as i64))
+        .reply())
+}
+
+/// The reply's view of a job just put, owning what it needs instead of
+/// borrowing the queue (which the reply outlives): the collation is the
+/// config's own string unless the job kept an earlier one (then copied).
+/// The payload is not part of the write reply.
+fn detach(info: &JobInfo<'_>, given: Option<String>) -> JobInfo<'static> {
+    JobInfo {
+        key: info.key,
+        collation: info.collation.as_deref().map(|c| match given {
+            Some(g) if g == c => Cow::Owned(g),
+            _ => Cow::Owned(c.to_owned()),
+        }),
+        immediate: info.immediate,
+        nonce: info.nonce,
+        created_at: info.created_at,
+        release_at: info.release_at,
+        attempts: info.attempts,
+        payload: Cow::Borrowed(&[]),
+    }
+}
+
+/// `ORCA.ENQUEUE <queue> <config-json> [NOW <ms>]`
+pub fn enqueue<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
+    put(ctx, args, PutKind::Enqueue)
+}
+
+/// `ORCA.IMMEDIATE <queue> <config-json> [NOW <ms>]`
+pub fn immediate<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
+    put(ctx, args, PutKind::Immediate)
+}
+
+/// `ORCA.REENQUEUE <queue> <config-json> <created_at-ms>`
+pub fn reenqueue<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
+    let [_, name, json, created_at] = args else {
+        return Err(RedisError::WrongArity);
+    };
+    let created_at = parse_ms(created_at, "created_at")?;
+    let (cfg, client) = config_arg(ctx, json)?;
+    let payload = json.as_slice();
+    let (reply, order) = write_queue(ctx, name, true, |q| {
+        if client {
+            check_room(q, &cfg.job_key)?;
+        }
+        let (info, created) = q
+            .put_immediate(&cfg, payload, created_at)
+            .map_err(core_err)?;
+        Ok(JobReply::meta(detach(&info, None))
+            .with("created", Val::Int(created as i64))
+            .reply())
+    })?;
+    replicate_created_order(ctx, name, order);
+    ctx.replicate_verbatim();
+    ffi::notify(ctx, c"orca.reenqueue", name);
+    signal_ready(ctx, name);
+    reply.ok_or_else(|| err("queue missing"))
+}
+
+/// `ORCA.MOVE <queue> <orca-key> RELEASE|DELAY [NOW <ms>] [BUFFER <ms>]`
+pub fn move_job<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
+    let [_, name, key_arg, how_arg, rest @ ..] = args else {
+        return Err(RedisError::WrongArity);
+    };
+    let release = if is_kw(how_arg, "RELEASE") {
+        true
+    } else if is_kw(how_arg, "DELAY") {
+        false
+    } else {
+        return Err(err("move must be RELEASE or DELAY"));
+    };
+    let opts = Options::parse(rest, &["NOW", "BUFFER"])?;
+    if release && opts.get("BUFFER").is_some() {
+        return Err(err("BUFFER applies to DELAY only"));
+    }
+    let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
+    let buffer = opts
+        .ms("BUFFER")?
+        .unwrap_or_else(settings::move_to_back_buffer);
+    let key = job_key_arg(key_arg).ok_or_else(|| core_err(QueueError::NoSuchJob))?;
+    let how = if release {
+        Move::Release
+    } else {
+        Move::Delay { buffer }
+    };
+    let (reply, _) = write_queue(ctx, name, false, |q| {
+        let info = q.move_job(&key, how, now).map_err(core_err)?;
+        Ok(JobReply::meta(detach(&info, None)).reply())
+    })?;
+    let reply = reply.ok_or_else(|| core_err(QueueError::NoSuchJob))?;
+    let (pin_name, pin_value) = if release {
+        (Kw::Now, now)
+    } else {
+        (Kw::Buffer, buffer)
+    };
+    ffi::replicate(
+        ctx,
+        c"ORCA.MOVE",
+        &[
+            Arg::Client(name),
+            Arg::Client(key_arg),
+            Arg::Client(how_arg),
+            Arg::Keyword(pin_name),
+            Arg::Int(pin_value),
+        ],
+    );
+    let event = if release {
+        c"orca.release"
+    } else {
+        c"orca.delay"
+    };
+    ffi::notify(ctx, event, name);
+    Ok(reply)
+}
+
+/// `ORCA.DELETE <queue> <orca-key>`
+pub fn delete<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
+    let [_, name, key_arg] = args else {
+        return Err(RedisError::WrongArity);
+    };
+    let Some(key) = job_key_arg(key_arg) else {
+        // Not an orca key, so certainly not in the queue; still a type check.
+        read_queue(ctx, name, |_| Ok(()))?;
+        return Ok(Reply::Int(0));
+    };
+    let (removed, _) = write_queue(ctx, name, false, |q| q.cancel(&key).map_err(core_err))?;
+    let removed = removed.unwrap_or(false);
+    if removed {
+        ctx.replicate_verbatim();
+        ffi::notify(ctx, c"orca.delete", name);
+    }
+    Ok(Reply::Int(removed as i64))
+}
