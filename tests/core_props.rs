@@ -1927,7 +1927,7 @@ fn codec_units_are_canonical_and_self_contained() {
         t.push(0);
         assert!(Queue::decode(&t).is_err(), "trailing byte accepted");
         let mut h = header.clone();
-        h[0] = 2; // a newer encoding version
+        h[0] = orca::core::codec::ENCODING_CURRENT + 1; // a newer encoding version
         assert!(
             Queue::decode(&join_units(&h, &units)).is_err(),
             "future version accepted"

@@ -732,6 +732,8 @@ enum K {
     Cause,
     Name,
     Data,
+    /// A stack key (encoding version 2).
+    Skey,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -812,6 +814,7 @@ fn unit_fields(u: &[u8]) -> Vec<Fld> {
             let m = p.f(8, K::Count);
             for _ in 0..m {
                 p.job();
+                p.f(8, K::Skey);
             }
             for _ in 0..m {
                 p.res();
@@ -965,13 +968,13 @@ fn restore_refuses_forged_payloads() {
 
     // --- Newer (or impossible) encoding versions.
     let bump = |id: u64, v: u64| (id & !1023) | v;
-    for v in [0u64, 2, 1023] {
+    for v in [0u64, 3, 1023] {
         cases.push((
             format!("module encver {v}"),
             dump.sign(&ModuleDump::body_with(bump(dump.module_id, v), &dump.items)),
         ));
     }
-    for v in [0u8, 2, 0xff] {
+    for v in [0u8, 3, 0xff] {
         let mut h = header.clone();
         h[0] = v;
         cases.push((
@@ -1128,6 +1131,7 @@ fn restore_refuses_forged_payloads() {
                 K::Cause => vec![0, 3, 0xff],
                 K::Time | K::Score => vec![u64::MAX, (MAX_TIME + 1) as u64, 1 << 63],
                 K::Tie => vec![0, i64::MAX as u64, i64::MIN as u64],
+                K::Skey => vec![i64::MAX as u64, i64::MIN as u64],
                 K::Nonce | K::Token => vec![0, i64::MAX as u64, u64::MAX, 1 << 63],
                 K::Seq => vec![0, u64::MAX, i64::MAX as u64],
                 K::Len => {

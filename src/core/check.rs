@@ -10,8 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::config::valid_collation_name;
 use super::limits::valid_time;
-use super::queue::{Queue, COLLATED, IMMEDIATE, OWNED_BY_COLLATION};
-use super::slab::NIL;
+use super::queue::{Queue, IMMEDIATE, OWNED_BY_COLLATION};
 
 /// What the walk over the global order counted, for the later checks.
 struct Reservations {
@@ -149,9 +148,9 @@ impl Queue {
     fn check_collations(&self, res: &Reservations, jobs: &Jobs) -> Result<usize, String> {
         let mut stacked = 0usize;
         let mut active = 0usize;
-        for (c, coll) in self.colls.iter() {
+        for (c, coll) in self.colls.recs.iter() {
             let name = &*self.name_of(c);
-            if coll.name.is_long() != self.long_names.contains_key(&c)
+            if coll.name.is_long() != self.colls.long_names.contains_key(&c)
                 || super::names::PackedName::pack(name).is_some_and(|p| p != coll.name)
             {
                 return Err(format!("collation {name:?} is stored in the wrong form"));
@@ -174,66 +173,21 @@ impl Queue {
                     "collation {name} has {len} jobs but other reservations (invariant 5)"
                 ));
             }
-            self.check_stack(c, name)?;
-            self.check_collation_reservations(c, name)?;
+            self.colls.check_members(c, name, &self.jobs, &self.index)?;
             stacked += len;
         }
-        if self.by_name.len() != self.colls.len()
-            || active != self.active
-            || self.long_names.keys().any(|c| self.colls.get(*c).is_none())
+        if self.colls.by_name.len() != self.colls.records()
+            || active != self.colls.active
+            || self
+                .colls
+                .long_names
+                .keys()
+                .any(|c| self.colls.get(*c).is_none())
+            || self.colls.large.keys().any(|c| !self.colls.is_large(*c))
         {
             return Err("the collation table and the collations disagree".into());
         }
         Ok(stacked)
-    }
-
-    /// Collation `c`'s stack: its jobs say they are there, and the list is
-    /// as long as the collation says, ending at its tail.
-    fn check_stack(&self, c: u32, name: &str) -> Result<(), String> {
-        let coll = &self.colls[c];
-        let len = coll.len as usize;
-        let (mut j, mut last, mut k) = (coll.head, NIL, 0usize);
-        while j != NIL && k <= len {
-            let job = self
-                .jobs
-                .get(j)
-                .ok_or("a collation stack names a missing job (invariant 1)")?;
-            if job.coll != c | COLLATED {
-                return Err(format!(
-                    "a job in collation {name}'s stack does not say it is there"
-                ));
-            }
-            last = j;
-            j = job.link;
-            k += 1;
-        }
-        if k != len || j != NIL || coll.tail != last {
-            return Err(format!("collation {name}'s stack is malformed"));
-        }
-        Ok(())
-    }
-
-    /// Collation `c`'s reservation list: its own reservations, in strictly
-    /// increasing key order, as many as its stack holds.
-    fn check_collation_reservations(&self, c: u32, name: &str) -> Result<(), String> {
-        let coll = &self.colls[c];
-        let len = coll.len as usize;
-        let (mut n, mut last, mut k) = (coll.rhead, NIL, 0usize);
-        while n != NIL && k <= len {
-            if !self.index.is_live(n) || self.index.val(n) != c | OWNED_BY_COLLATION {
-                return Err(format!("collation {name} lists a reservation not its own"));
-            }
-            if last != NIL && self.rk(last) >= self.rk(n) {
-                return Err(format!("collation {name}'s reservations are out of order"));
-            }
-            last = n;
-            n = self.index.aux(n);
-            k += 1;
-        }
-        if k != len || n != NIL || coll.rtail != last {
-            return Err(format!("collation {name}'s reservations are malformed"));
-        }
-        Ok(())
     }
 
     /// Invariants 2 and 6: every collated job is in a stack, the global

@@ -23,7 +23,9 @@ use super::work::{Dead, DeathCause, Delayed, Lease, Parked, StoredResult};
 /// Encoding versions. A loader reads every version up to `ENCODING_CURRENT`
 /// and refuses newer ones.
 pub const ENCODING_V1: u8 = 1;
-pub const ENCODING_CURRENT: u8 = ENCODING_V1;
+/// Version 2: each job of a collation unit carries its stack key.
+pub const ENCODING_V2: u8 = 2;
+pub const ENCODING_CURRENT: u8 = ENCODING_V2;
 
 /// Written in place of the rest of a queue whose save was cut short by an
 /// internal error (see `datatype.rs`): loaders refuse it, so a partial queue
@@ -231,7 +233,7 @@ impl Queue {
     /// Number of units `for_each_unit` produces.
     pub fn unit_count(&self) -> usize {
         (self.len() - self.stacked_jobs())
-            + self.active
+            + self.colls.active
             + self.work.leases.len()
             + self.work.delayed.len()
             + self.work.dead.len()
@@ -262,14 +264,14 @@ impl Queue {
             f(&w.0);
         }
         for c in self.collations_by_name() {
-            let coll = &self.colls[c];
             w.0.clear();
             w.u8(UNIT_COLLATION);
             w.bytes(self.name_of(c).as_bytes());
-            w.u64(coll.len as u64);
+            w.u64(self.colls.len_of(c) as u64);
             for j in self.stack(c) {
                 let job = &self.jobs[j];
                 w.job(&job.key, job.created_at, self.job_attempts(j), &job.payload);
+                w.i64(job.skey);
             }
             for n in self.coll_reservations(c) {
                 let rk = self.rk(n);
@@ -432,7 +434,7 @@ impl Queue {
         let max = super::slab::MAX_ID as usize;
         if self.len() + other.len() >= max
             || self.index.len() + other.index.len() >= max
-            || self.colls.len() + other.colls.len() >= max
+            || self.colls.records() + other.colls.records() >= max
         {
             return Err(QueueError::Full);
         }
@@ -482,6 +484,8 @@ impl Queue {
 /// applied. `finish` runs the full invariant check.
 pub struct QueueBuilder {
     q: Queue,
+    /// The encoding version of the header.
+    version: u8,
     max_seq: i64,
     min_tie: i64,
 }
@@ -515,6 +519,7 @@ impl QueueBuilder {
         q.front_tie = front_tie;
         Ok(QueueBuilder {
             q,
+            version,
             max_seq: 0,
             min_tie: 0,
         })
@@ -574,6 +579,7 @@ impl QueueBuilder {
                 key,
                 created_at,
                 attempts,
+                skey: 0,
                 payload: payload.into(),
             },
             collation,
@@ -594,12 +600,25 @@ impl QueueBuilder {
             return Err(corrupt("empty collation"));
         }
         let mut jobs = Vec::new();
-        for _ in 0..m {
+        for i in 0..m {
             let (key, created_at, attempts, payload) = r.job()?;
+            let skey = if self.version >= ENCODING_V2 {
+                let skey = r.i64()?;
+                if !(-SEQ_LOAD_LIMIT + 1..SEQ_LOAD_LIMIT).contains(&skey) {
+                    return Err(corrupt("stack key out of range"));
+                }
+                skey
+            } else {
+                // Version 1 kept the stack's order only: keys below every
+                // key a later arrival or move takes (those are +-seq).
+                (i as i64).saturating_sub(m.min(SEQ_LOAD_LIMIT as u64) as i64)
+            };
+            self.max_seq = self.max_seq.max(skey.saturating_abs());
             jobs.push(LoadedJob {
                 key,
                 created_at,
                 attempts,
+                skey,
                 payload: payload.into(),
             });
         }

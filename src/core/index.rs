@@ -182,6 +182,11 @@ impl<K: Ord + Copy> OrderIndex<K> {
         self.nodes[n].aux
     }
 
+    /// `val` of node `n`, or `None` if `n` is not a live node.
+    pub fn get_val(&self, n: u32) -> Option<u32> {
+        self.nodes.get(n).map(|node| node.val)
+    }
+
     pub fn set_val(&mut self, n: u32, v: u32) {
         self.nodes[n].val = v;
     }

@@ -4,6 +4,8 @@
 //! - `scan`: the single-pass JSON scanner behind `config`
 //! - `index`: the order-statistic tree behind the global reservation order
 //! - `queue`: the queue and its operations
+//! - `job`, `reservation`: the records of jobs and reservations
+//! - `collation`: collations, their stacks and reservations (small and large forms)
 //! - `names`: collation names packed into their record
 //! - `slab`: the compact record storage (slabs of `u32`-addressed records, id tables)
 //! - `check`: the invariant check (`ORCA.CHECK`)
@@ -15,13 +17,16 @@
 
 pub mod check;
 pub mod codec;
+pub mod collation;
 pub mod config;
 pub mod error;
 pub mod index;
 pub mod inspect;
+pub mod job;
 pub mod limits;
 pub mod names;
 pub mod queue;
+pub mod reservation;
 pub mod scan;
 pub mod slab;
 pub mod work;

@@ -19,112 +19,19 @@
 //!   except those put at the very front; the others are kept aside.
 
 use std::borrow::Cow;
-use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
-use std::hash::BuildHasher;
-use std::num::NonZeroU32;
 
+use super::collation::Collations;
 use super::config::{JobConfig, JobKey};
 use super::error::QueueError;
 use super::index::OrderIndex;
+pub use super::job::JobInfo;
+pub(crate) use super::job::LoadedJob;
+use super::job::{Job, COLLATED};
 use super::limits::{MAX_TIME, SEQ_LIMIT};
-use super::names::{render, PackedName};
+pub use super::reservation::ResKey;
+pub(crate) use super::reservation::{NodeKey, IMMEDIATE, OWNED_BY_COLLATION};
 use super::slab::{IdTable, Slab, NIL};
-
-/// A reservation's place in the global order: by score (release time, ms),
-/// then by tie. Ties of ordinary reservations are increasing sequence numbers
-/// (arrival order); reservations put at the very front get decreasing
-/// negative ties, so they sort before every reservation of the same score.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ResKey {
-    pub score: i64,
-    pub tie: i64,
-}
-
-/// A `ResKey` as index nodes store it: four `u32` words, so a node needs
-/// 4-byte alignment only and takes 36 bytes instead of 40.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct NodeKey([u32; 4]);
-
-impl From<ResKey> for NodeKey {
-    fn from(k: ResKey) -> Self {
-        let (s, t) = (k.score as u64, k.tie as u64);
-        NodeKey([(s >> 32) as u32, s as u32, (t >> 32) as u32, t as u32])
-    }
-}
-
-impl From<NodeKey> for ResKey {
-    fn from(k: NodeKey) -> Self {
-        let w = k.0;
-        ResKey {
-            score: ((w[0] as u64) << 32 | w[1] as u64) as i64,
-            tie: ((w[2] as u64) << 32 | w[3] as u64) as i64,
-        }
-    }
-}
-
-impl Ord for NodeKey {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        ResKey::from(*self).cmp(&ResKey::from(*other))
-    }
-}
-
-impl PartialOrd for NodeKey {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-/// In `Job::coll`: the job is in its collation's stack.
-pub(crate) const COLLATED: u32 = 1 << 31;
-/// In a node's `val`: the reservation belongs to a collation.
-pub(crate) const OWNED_BY_COLLATION: u32 = 1 << 31;
-/// In a single reservation's `aux`: the job is immediate.
-pub(crate) const IMMEDIATE: u32 = 1;
-
-/// A queued job.
-#[derive(Clone, Debug)]
-pub(crate) struct Job {
-    pub key: JobKey,
-    pub payload: Box<[u8]>,
-    pub created_at: i64,
-    /// The collation's id (`NIL` for none), with `COLLATED` set while the
-    /// job is in that collation's stack; otherwise the collation its config
-    /// named (informational).
-    pub coll: u32,
-    /// In a stack: the next job of the stack (`NIL` at its end). Otherwise
-    /// the job's own reservation node.
-    pub link: u32,
-}
-
-impl Job {
-    pub fn collated(&self) -> bool {
-        self.coll != NIL && self.coll & COLLATED != 0
-    }
-
-    /// The collation id, if the job names one.
-    pub fn coll_id(&self) -> Option<u32> {
-        (self.coll != NIL).then_some(self.coll & !COLLATED)
-    }
-}
-
-/// One collation (`user.<id>` / `team.<id>`).
-#[derive(Clone, Debug)]
-pub(crate) struct Collation {
-    /// The name, or `PackedName::LONG` (then it is in `Queue::long_names`).
-    pub name: PackedName,
-    /// Stack of jobs, front (next to pop) to back.
-    pub head: u32,
-    pub tail: u32,
-    /// Reservations in key order.
-    pub rhead: u32,
-    pub rtail: u32,
-    /// Jobs in the stack (= reservations).
-    pub len: u32,
-    /// Jobs naming the collation: those in the stack and single jobs whose
-    /// config names it. The record goes when the last one goes.
-    pub refs: NonZeroU32,
-}
 
 /// Order in which a collation's own jobs are handed out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,19 +51,6 @@ impl Order {
     }
 }
 
-/// What a job looks like to a client.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct JobInfo<'a> {
-    pub key: JobKey,
-    pub collation: Option<Cow<'a, str>>,
-    pub immediate: bool,
-    pub nonce: u64,
-    pub created_at: i64,
-    pub release_at: i64,
-    pub attempts: u32,
-    pub payload: Cow<'a, [u8]>,
-}
-
 /// How `ORCA.MOVE` moves a job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Move {
@@ -164,14 +58,6 @@ pub enum Move {
     Release,
     /// To the very back: last score + buffer, and the back of its collation.
     Delay { buffer: i64 },
-}
-
-/// A job as read from a serialized unit (codec) or another queue (import).
-pub(crate) struct LoadedJob {
-    pub key: JobKey,
-    pub created_at: i64,
-    pub attempts: u32,
-    pub payload: Box<[u8]>,
 }
 
 #[derive(Clone, Debug)]
@@ -182,14 +68,8 @@ pub struct Queue {
     pub(crate) by_key: IdTable,
     /// The global order of reservations.
     pub(crate) index: OrderIndex<NodeKey>,
-    pub(crate) colls: Slab<Collation>,
-    /// Collation ids by name (names are chosen by clients: keyed hash).
-    pub(crate) by_name: IdTable,
-    name_hasher: RandomState,
-    /// Names too long to pack (collation id -> name).
-    pub(crate) long_names: HashMap<u32, Box<str>>,
-    /// Collations with a non-empty stack.
-    pub(crate) active: usize,
+    /// The collations: names, stacks and their reservations.
+    pub(crate) colls: Collations,
     /// Attempts of queued jobs that have had any (job id -> attempts).
     pub(crate) attempts: HashMap<u32, u32>,
     /// Nonces that differ from their reservation's tie (node id -> nonce).
@@ -223,11 +103,7 @@ impl Queue {
             jobs: Slab::default(),
             by_key: IdTable::default(),
             index: OrderIndex::new(),
-            colls: Slab::default(),
-            by_name: IdTable::default(),
-            name_hasher: RandomState::new(),
-            long_names: HashMap::new(),
-            active: 0,
+            colls: Collations::default(),
             attempts: HashMap::new(),
             nonces: HashMap::new(),
             next_seq: 1,
@@ -263,12 +139,12 @@ impl Queue {
 
     /// Collations with queued jobs in their stack.
     pub fn collation_count(&self) -> usize {
-        self.active
+        self.colls.active
     }
 
     /// Jobs in collation stacks.
     pub(crate) fn stacked_jobs(&self) -> usize {
-        self.colls.iter().map(|(_, c)| c.len as usize).sum()
+        self.colls.recs.iter().map(|(_, c)| c.len as usize).sum()
     }
 
     /// Is a queued job placed as immediate?
@@ -283,51 +159,23 @@ impl Queue {
         })
     }
 
-    /// Hash of a name: of its packed form, or of the text of a long name.
-    fn name_hash(hasher: &RandomState, packed: Option<&PackedName>, long: &str) -> u64 {
-        match packed {
-            Some(p) => hasher.hash_one(p),
-            None => hasher.hash_one(long),
-        }
-    }
-
-    /// Hash of stored collation `c`'s name.
-    fn stored_name_hash(&self, c: u32) -> u64 {
-        let name = &self.colls[c].name;
-        if name.is_long() {
-            let long = self.long_names.get(&c).map_or("", |s| &**s);
-            Self::name_hash(&self.name_hasher, None, long)
-        } else {
-            Self::name_hash(&self.name_hasher, Some(name), "")
-        }
-    }
-
     pub(crate) fn coll_id(&self, name: &str) -> Option<u32> {
-        let packed = PackedName::pack(name);
-        let h = Self::name_hash(&self.name_hasher, packed.as_ref(), name);
-        let (colls, long) = (&self.colls, &self.long_names);
-        self.by_name.find(h, |id| match &packed {
-            Some(p) => colls.get(id).is_some_and(|c| c.name == *p),
-            None => {
-                colls.get(id).is_some_and(|c| c.name.is_long())
-                    && long.get(&id).is_some_and(|s| &**s == name)
-            }
-        })
+        self.colls.find(name)
     }
 
     /// Collation `c`'s name.
     pub(crate) fn name_of(&self, c: u32) -> Cow<'_, str> {
-        render(&self.colls[c].name, self.long_names.get(&c).map(|s| &**s))
+        self.colls.name_of(c)
     }
 
     /// Is `name` a collation with jobs in its stack?
     pub(crate) fn has_collation(&self, name: &str) -> bool {
-        self.coll_id(name).is_some_and(|c| self.colls[c].len > 0)
+        self.colls.has_stack(name)
     }
 
     fn job_immediate(&self, j: u32) -> bool {
         let job = &self.jobs[j];
-        !job.collated() && self.index.aux(job.link) & IMMEDIATE != 0
+        !job.collated() && !job.held() && self.index.aux(job.link) & IMMEDIATE != 0
     }
 
     pub(crate) fn job_attempts(&self, j: u32) -> u32 {
@@ -375,61 +223,8 @@ impl Queue {
         s
     }
 
-    /// The id of collation `name` with one more reference, created (with an
-    /// empty stack) if needed.
-    fn acquire_coll(&mut self, name: &str) -> Result<u32, QueueError> {
-        if let Some(c) = self.coll_id(name) {
-            let coll = &mut self.colls[c];
-            coll.refs = coll.refs.checked_add(1).ok_or(QueueError::Full)?;
-            return Ok(c);
-        }
-        let packed = PackedName::pack(name);
-        let c = self
-            .colls
-            .insert(Collation {
-                name: packed.unwrap_or(PackedName::LONG),
-                head: NIL,
-                tail: NIL,
-                rhead: NIL,
-                rtail: NIL,
-                len: 0,
-                refs: NonZeroU32::MIN,
-            })
-            .ok_or(QueueError::Full)?;
-        if packed.is_none() {
-            self.long_names.insert(c, name.into());
-        }
-        let h = Self::name_hash(&self.name_hasher, packed.as_ref(), name);
-        let mut table = std::mem::take(&mut self.by_name);
-        table.insert(h, c, |id| self.stored_name_hash(id));
-        self.by_name = table;
-        Ok(c)
-    }
-
-    /// Drop one reference to collation `c`; the record goes with the last.
-    fn release_coll(&mut self, c: u32) {
-        let last = match self.colls.get_mut(c) {
-            Some(coll) => match NonZeroU32::new(coll.refs.get() - 1) {
-                Some(r) => {
-                    coll.refs = r;
-                    false
-                }
-                None => true,
-            },
-            None => return,
-        };
-        if last {
-            let h = self.stored_name_hash(c);
-            let mut table = std::mem::take(&mut self.by_name);
-            table.remove(h, c, |id| self.stored_name_hash(id));
-            self.by_name = table;
-            self.colls.remove(c);
-            self.long_names.remove(&c);
-        }
-    }
-
     /// Store a new job record (not placed yet) naming collation `coll`.
-    fn new_job(
+    pub(crate) fn new_job(
         &mut self,
         key: JobKey,
         payload: Box<[u8]>,
@@ -438,20 +233,23 @@ impl Queue {
         collation: Option<&str>,
     ) -> Result<u32, QueueError> {
         let coll = match collation {
-            Some(name) => self.acquire_coll(name)?,
+            Some(name) => self.colls.acquire(name)?,
             None => NIL,
         };
         let len = payload.len();
-        let j = self
-            .jobs
-            .insert(Job {
-                key,
-                payload,
-                created_at,
-                coll,
-                link: NIL,
-            })
-            .ok_or(QueueError::Full)?;
+        let Some(j) = self.jobs.insert(Job {
+            key,
+            payload,
+            created_at,
+            skey: 0,
+            coll,
+            link: NIL,
+        }) else {
+            if coll != NIL {
+                self.colls.release(coll);
+            }
+            return Err(QueueError::Full);
+        };
         let jobs = &self.jobs;
         self.by_key
             .insert(key_hash(&key), j, |id| key_hash(&jobs[id].key));
@@ -464,7 +262,7 @@ impl Queue {
 
     /// Remove a job record that holds no reservation any more. Returns it
     /// with its attempts and collation name.
-    fn drop_job(&mut self, j: u32) -> Result<(Job, u32, Option<String>), QueueError> {
+    pub(crate) fn drop_job(&mut self, j: u32) -> Result<(Job, u32, Option<String>), QueueError> {
         let key = self.jobs.get(j).ok_or_else(|| corrupt("job missing"))?.key;
         let jobs = &self.jobs;
         self.by_key
@@ -474,13 +272,13 @@ impl Queue {
         self.payload_bytes -= job.payload.len();
         let name = job.coll_id().map(|c| {
             let name = self.name_of(c).into_owned();
-            self.release_coll(c);
+            self.colls.release(c);
             name
         });
         Ok((job, attempts, name))
     }
 
-    fn replace_payload(&mut self, j: u32, payload: &[u8]) {
+    pub(crate) fn replace_payload(&mut self, j: u32, payload: &[u8]) {
         let job = &mut self.jobs[j];
         self.payload_bytes = self.payload_bytes - job.payload.len() + payload.len();
         job.payload = payload.into();
@@ -514,6 +312,7 @@ impl Queue {
         let n = self.add_res(rk, j, immediate as u32 * IMMEDIATE, nonce)?;
         let job = &mut self.jobs[j];
         job.link = n;
+        job.skey = 0;
         if job.coll != NIL {
             job.coll &= !COLLATED;
         }
@@ -539,141 +338,42 @@ impl Queue {
         self.place_single(j, ResKey { score, tie }, nonce, true)
     }
 
-    /// Add a reservation to collation `c`, in key order.
-    fn coll_add_res(&mut self, c: u32, rk: ResKey, nonce: u64) -> Result<(), QueueError> {
+    /// Put job `j` (its `skey` set) into collation `c`: the job into the
+    /// stack by its stack key, and reservation `rk` into the collation's
+    /// reservations. The pairing is positional, so this pairs whatever job
+    /// lands at the reservation's rank with it.
+    pub(crate) fn collate(
+        &mut self,
+        c: u32,
+        j: u32,
+        rk: ResKey,
+        nonce: u64,
+    ) -> Result<(), QueueError> {
         let n = self.add_res(rk, c | OWNED_BY_COLLATION, NIL, nonce)?;
-        let (rhead, rtail) = {
-            let coll = &self.colls[c];
-            (coll.rhead, coll.rtail)
-        };
-        if rtail == NIL {
-            let coll = &mut self.colls[c];
-            coll.rhead = n;
-            coll.rtail = n;
-        } else if self.rk(rtail) < rk {
-            self.index.set_aux(rtail, n);
-            self.colls[c].rtail = n;
-        } else if rk < self.rk(rhead) {
-            self.index.set_aux(n, rhead);
-            self.colls[c].rhead = n;
-        } else {
-            // Somewhere inside: after the last reservation below `rk`.
-            let mut p = rhead;
-            loop {
-                let next = self.index.aux(p);
-                if next == NIL || rk < self.rk(next) {
-                    self.index.set_aux(n, next);
-                    self.index.set_aux(p, n);
-                    break;
-                }
-                p = next;
-            }
-        }
-        Ok(())
-    }
-
-    /// Put job `j` into collation `c`'s stack, at the front or the back.
-    fn push_job(&mut self, c: u32, j: u32, front: bool) {
-        let (head, tail) = {
-            let coll = &self.colls[c];
-            (coll.head, coll.tail)
-        };
-        {
-            let job = &mut self.jobs[j];
-            job.coll = c | COLLATED;
-            job.link = if front { head } else { NIL };
-        }
-        if head == NIL {
-            let coll = &mut self.colls[c];
-            coll.head = j;
-            coll.tail = j;
-        } else if front {
-            self.colls[c].head = j;
-        } else {
-            self.jobs[tail].link = j;
-            self.colls[c].tail = j;
-        }
-        let coll = &mut self.colls[c];
-        coll.len += 1;
-        if coll.len == 1 {
-            self.active += 1;
-        }
-    }
-
-    /// Position of a collated job in its stack, with its predecessor.
-    fn stack_pos(&self, c: u32, j: u32) -> Result<(usize, u32), QueueError> {
-        let coll = &self.colls[c];
-        let (mut prev, mut cur, mut k) = (NIL, coll.head, 0usize);
-        while cur != j {
-            if cur == NIL || k > coll.len as usize {
-                return Err(corrupt("job missing from its collation"));
-            }
-            prev = cur;
-            cur = self.jobs[cur].link;
-            k += 1;
-        }
-        Ok((k, prev))
-    }
-
-    /// The k-th reservation of collation `c`, with its predecessor.
-    fn coll_res_at(&self, c: u32, k: usize) -> Result<(u32, u32), QueueError> {
-        let (mut prev, mut cur) = (NIL, self.colls[c].rhead);
-        for _ in 0..k {
-            if cur == NIL {
-                break;
-            }
-            prev = cur;
-            cur = self.index.aux(cur);
-        }
-        if cur == NIL {
-            return Err(corrupt("collation has too few reservations"));
-        }
-        Ok((cur, prev))
+        self.colls.add_res(c, n, &mut self.index)?;
+        self.colls.push(c, j, &mut self.jobs)?;
+        self.colls.settle(c, &mut self.jobs, &mut self.index)
     }
 
     /// Take a collated job out of its collation: out of the stack, and the
     /// reservation paired with it out of the collation and the global order.
     /// Every other job of the collation keeps its pairing. The job keeps
     /// naming the collation.
-    fn detach_collated(&mut self, j: u32) -> Result<(), QueueError> {
+    pub(crate) fn detach_collated(&mut self, j: u32) -> Result<(), QueueError> {
         let c = self.jobs[j].coll & !COLLATED;
-        let (k, prev) = self.stack_pos(c, j)?;
-        let (n, rprev) = self.coll_res_at(c, k)?;
-        let next = self.jobs[j].link;
-        let rnext = self.index.aux(n);
-        if prev == NIL {
-            self.colls[c].head = next;
-        } else {
-            self.jobs[prev].link = next;
-        }
-        if rprev == NIL {
-            self.colls[c].rhead = rnext;
-        } else {
-            self.index.set_aux(rprev, rnext);
-        }
-        let coll = &mut self.colls[c];
-        if coll.tail == j {
-            coll.tail = prev;
-        }
-        if coll.rtail == n {
-            coll.rtail = rprev;
-        }
-        coll.len -= 1;
-        if coll.len == 0 {
-            self.active -= 1;
-        }
-        let job = &mut self.jobs[j];
-        job.coll = c;
-        job.link = NIL;
+        let k = self.colls.unlink(c, j, &mut self.jobs)?;
+        let n = self.colls.unlink_res_at(c, k, &mut self.index)?;
         self.remove_res(n);
-        Ok(())
+        self.colls.settle(c, &mut self.jobs, &mut self.index)
     }
 
     /// Remove whatever reservation the job holds (single or paired).
-    fn detach(&mut self, j: u32) -> Result<(), QueueError> {
+    pub(crate) fn detach(&mut self, j: u32) -> Result<(), QueueError> {
         let job = &self.jobs[j];
         if job.collated() {
             self.detach_collated(j)
+        } else if job.held() {
+            Err(corrupt("a held job has no reservation"))
         } else {
             let n = job.link;
             self.jobs[j].link = NIL;
@@ -687,10 +387,20 @@ impl Queue {
         let job = &self.jobs[j];
         if job.collated() {
             let c = job.coll & !COLLATED;
-            let (k, _) = self.stack_pos(c, j)?;
-            Ok(self.coll_res_at(c, k)?.0)
+            let k = self.colls.position(c, j, &self.jobs)?;
+            self.colls.res_at(c, k, &self.index)
+        } else if job.held() {
+            Err(corrupt("a held job has no reservation"))
         } else {
             Ok(job.link)
+        }
+    }
+
+    /// The stack key of a job arriving now in a collation stack.
+    pub(crate) fn arrival_skey(&self, seq: i64) -> i64 {
+        match self.order {
+            Order::Lifo => -seq,
+            Order::Fifo => seq,
         }
     }
 
@@ -728,15 +438,12 @@ impl Queue {
                 let j = self.new_job(key, payload.into(), now, 0, Some(name))?;
                 let c = self.jobs[j].coll;
                 let seq = self.alloc_seq();
-                self.coll_add_res(
-                    c,
-                    ResKey {
-                        score: release,
-                        tie: seq,
-                    },
-                    seq as u64,
-                )?;
-                self.push_job(c, j, self.order == Order::Lifo);
+                self.jobs[j].skey = self.arrival_skey(seq);
+                let rk = ResKey {
+                    score: release,
+                    tie: seq,
+                };
+                self.collate(c, j, rk, seq as u64)?;
                 j
             }
         };
@@ -832,9 +539,10 @@ impl Queue {
                 if self.jobs[j].collated() {
                     let c = self.jobs[j].coll & !COLLATED;
                     self.detach_collated(j)?;
+                    // The back of the stack: a key above every key given so far.
                     let seq = self.alloc_seq();
-                    self.coll_add_res(c, ResKey { score, tie: seq }, seq as u64)?;
-                    self.push_job(c, j, false);
+                    self.jobs[j].skey = seq;
+                    self.collate(c, j, ResKey { score, tie: seq }, seq as u64)?;
                 } else {
                     self.detach(j)?;
                     self.add_single(j, score, false)?;
@@ -868,12 +576,11 @@ impl Queue {
             // The collation's earliest reservation, paired with its stack's
             // front: detaching the front takes both (O(1)).
             let c = owner & !OWNED_BY_COLLATION;
-            let coll = self
+            let j = self
                 .colls
-                .get(c)
+                .front(c)
                 .ok_or_else(|| corrupt("reservation of unknown collation"))?;
-            let j = coll.head;
-            if coll.rhead != n || j == NIL {
+            if self.colls.first_res(c) != Some(n) {
                 return Err(corrupt("collation out of step with the order"));
             }
             self.detach_collated(j)?;
@@ -939,43 +646,33 @@ impl Queue {
     }
 
     /// Walks the global order and names the job each reservation serves:
-    /// `(node, job)` pairs in pop order from position `start`. Collations
-    /// met first mid-way are located once (O(their length)), then followed
-    /// along their stacks.
+    /// `(node, job)` pairs in pop order from position `start`. A collation
+    /// met first mid-way is located once (its reservation's rank, then the
+    /// job at that rank: O(m) small, O(log m) large), then followed along
+    /// its stack.
     pub(crate) fn walk_from(&self, start: usize) -> impl Iterator<Item = (u32, u32)> + '_ {
-        let mut cursor: HashMap<u32, u32> = HashMap::new();
+        // Per collation: the next job of its stack and its position.
+        let mut cursor: HashMap<u32, (u32, usize)> = HashMap::new();
         self.index.iter_from(start).filter_map(move |n| {
             let owner = self.index.val(n);
             if owner & OWNED_BY_COLLATION == 0 {
                 return Some((n, owner));
             }
             let c = owner & !OWNED_BY_COLLATION;
-            let coll = self.colls.get(c)?;
-            let j = match cursor.get(&c) {
-                Some(&j) => j,
+            let (j, k) = match cursor.get(&c) {
+                Some(&at) => at,
                 None => {
-                    // Rank of `n` among the collation's reservations.
-                    let mut k = 0usize;
-                    let mut r = coll.rhead;
-                    while r != n && r != NIL {
-                        r = self.index.aux(r);
-                        k += 1;
-                    }
-                    let mut j = coll.head;
-                    for _ in 0..k {
-                        if j == NIL {
-                            break;
-                        }
-                        j = self.jobs[j].link;
-                    }
-                    j
+                    let k = self.colls.res_rank(c, n, &self.index).ok()?;
+                    (self.colls.job_at(c, k, &self.jobs)?, k)
                 }
             };
-            if j == NIL {
-                return None;
-            }
-            cursor.insert(c, self.jobs[j].link);
-            Some((n, j))
+            let next = if self.colls.is_large(c) {
+                self.colls.job_at(c, k + 1, &self.jobs).unwrap_or(NIL)
+            } else {
+                self.jobs[j].link
+            };
+            cursor.insert(c, (next, k + 1));
+            (j != NIL).then_some((n, j))
         })
     }
 
@@ -987,7 +684,6 @@ impl Queue {
     /// Rough heap footprint in bytes, for `MEMORY USAGE`.
     pub fn mem_usage(&self) -> usize {
         use std::mem::size_of;
-        let names: usize = self.long_names.values().map(|n| n.len() + 16).sum();
         let side = (self.attempts.capacity() + self.nonces.capacity()) * 24;
         let work = (self.work.leases.len() + self.work.delayed.len() + self.work.dead.len())
             * (size_of::<super::work::Lease>() + 48)
@@ -997,8 +693,6 @@ impl Queue {
             + self.by_key.heap_bytes()
             + self.index.heap_bytes()
             + self.colls.heap_bytes()
-            + self.by_name.heap_bytes()
-            + names
             + side
             + self.payload_bytes
             + work
@@ -1032,9 +726,10 @@ impl Queue {
         self.place_single(j, rk, nonce, immediate)
     }
 
-    /// Add a loaded collation: its jobs in stack order and its reservations
-    /// (any order). Refused with nothing changed if the collation has jobs
-    /// here already, or a key or reservation is taken or repeated.
+    /// Add a loaded collation: its jobs (with strictly increasing stack
+    /// keys, in stack order) and its reservations (any order). Refused with
+    /// nothing changed if the collation has jobs here already, or a key or
+    /// reservation is taken or repeated.
     pub(crate) fn load_collation(
         &mut self,
         name: &str,
@@ -1046,6 +741,9 @@ impl Queue {
         }
         if self.has_collation(name) {
             return Err(corrupt("duplicate collation"));
+        }
+        if jobs.windows(2).any(|w| w[0].skey >= w[1].skey) {
+            return Err(corrupt("collation stack keys out of order"));
         }
         let mut keys = std::collections::HashSet::with_capacity(jobs.len());
         if jobs
@@ -1076,12 +774,14 @@ impl Queue {
                 Some(name),
             )?;
             c = self.jobs[j].coll;
-            self.push_job(c, j, false);
+            self.jobs[j].skey = job.skey;
+            self.colls.push(c, j, &mut self.jobs)?;
         }
         for (rk, nonce) in res {
-            self.coll_add_res(c, rk, nonce)?;
+            let n = self.add_res(rk, c | OWNED_BY_COLLATION, NIL, nonce)?;
+            self.colls.add_res(c, n, &mut self.index)?;
         }
-        Ok(())
+        self.colls.settle(c, &mut self.jobs, &mut self.index)
     }
 
     /// Single jobs in reservation order: (job id, its node).
@@ -1096,6 +796,7 @@ impl Queue {
     pub(crate) fn collations_by_name(&self) -> Vec<u32> {
         let ids: Vec<u32> = self
             .colls
+            .recs
             .iter()
             .filter(|(_, c)| c.len > 0)
             .map(|(id, _)| id)
@@ -1108,26 +809,12 @@ impl Queue {
 
     /// Job ids of collation `c`'s stack, front first.
     pub(crate) fn stack(&self, c: u32) -> impl Iterator<Item = u32> + '_ {
-        let mut cur = self.colls.get(c).map_or(NIL, |c| c.head);
-        std::iter::from_fn(move || {
-            (cur != NIL).then(|| {
-                let j = cur;
-                cur = self.jobs[j].link;
-                j
-            })
-        })
+        self.colls.stack(c, &self.jobs)
     }
 
     /// Reservation nodes of collation `c`, in key order.
     pub(crate) fn coll_reservations(&self, c: u32) -> impl Iterator<Item = u32> + '_ {
-        let mut cur = self.colls.get(c).map_or(NIL, |c| c.rhead);
-        std::iter::from_fn(move || {
-            (cur != NIL).then(|| {
-                let n = cur;
-                cur = self.index.aux(n);
-                n
-            })
-        })
+        self.colls.reservations(c, &self.index)
     }
 
     /// Take every queued job out, as units to load elsewhere (import):
@@ -1158,36 +845,15 @@ impl Queue {
         for (j, n) in singles {
             let (rk, nonce) = (self.rk(n), self.nonce_of(n));
             let immediate = self.index.aux(n) & IMMEDIATE != 0;
-            let attempts = self.job_attempts(j);
             let name = self.coll_name(&self.jobs[j]).map(Cow::into_owned);
-            let job = self.jobs.get_mut(j).ok_or_else(|| corrupt("job missing"))?;
-            let payload = std::mem::take(&mut job.payload);
-            out_singles.push((
-                LoadedJob {
-                    key: job.key,
-                    created_at: job.created_at,
-                    attempts,
-                    payload,
-                },
-                name,
-                rk,
-                nonce,
-                immediate,
-            ));
+            out_singles.push((self.take_loaded(j)?, name, rk, nonce, immediate));
         }
         let mut out_colls = Vec::with_capacity(loaded_colls.len());
         for (name, stack, res) in loaded_colls {
-            let mut jobs = Vec::with_capacity(stack.len());
-            for j in stack {
-                let attempts = self.job_attempts(j);
-                let job = self.jobs.get_mut(j).ok_or_else(|| corrupt("job missing"))?;
-                jobs.push(LoadedJob {
-                    key: job.key,
-                    created_at: job.created_at,
-                    attempts,
-                    payload: std::mem::take(&mut job.payload),
-                });
-            }
+            let jobs = stack
+                .into_iter()
+                .map(|j| self.take_loaded(j))
+                .collect::<Result<Vec<_>, _>>()?;
             out_colls.push((name, jobs, res));
         }
         *self = Queue {
@@ -1196,49 +862,17 @@ impl Queue {
         };
         Ok((out_singles, out_colls))
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn records_are_compact() {
-        // docs/design.md, "Memory": what a queued job costs beyond its payload.
-        assert_eq!(std::mem::size_of::<Option<Job>>(), 64);
-        assert_eq!(std::mem::size_of::<Option<Collation>>(), 40);
-        for (score, tie) in [
-            (0, 1),
-            (MAX_TIME, -SEQ_LIMIT),
-            (5, i64::MAX),
-            (-1, i64::MIN),
-        ] {
-            let k = ResKey { score, tie };
-            assert_eq!(ResKey::from(NodeKey::from(k)), k);
-        }
-        let keys = [
-            (0, -3),
-            (0, 5),
-            (1, i64::MIN),
-            (1, -1),
-            (1, 0),
-            (1, 7),
-            (MAX_TIME, 2),
-        ];
-        for a in keys {
-            for b in keys {
-                let (ka, kb) = (
-                    ResKey {
-                        score: a.0,
-                        tie: a.1,
-                    },
-                    ResKey {
-                        score: b.0,
-                        tie: b.1,
-                    },
-                );
-                assert_eq!(NodeKey::from(ka).cmp(&NodeKey::from(kb)), ka.cmp(&kb));
-            }
-        }
+    /// Job `j` as a loaded job, its payload taken (for `drain_units`).
+    fn take_loaded(&mut self, j: u32) -> Result<LoadedJob, QueueError> {
+        let attempts = self.job_attempts(j);
+        let job = self.jobs.get_mut(j).ok_or_else(|| corrupt("job missing"))?;
+        Ok(LoadedJob {
+            key: job.key,
+            created_at: job.created_at,
+            attempts,
+            skey: job.skey,
+            payload: std::mem::take(&mut job.payload),
+        })
     }
 }

@@ -222,6 +222,7 @@ impl Queue {
             key,
             created_at: job.created_at,
             attempts: job.attempts,
+            skey: 0,
             payload: job.payload,
         };
         self.insert_single(loaded, job.collation.as_deref(), score, true)
@@ -527,6 +528,7 @@ impl Queue {
             key: *key,
             created_at: d.job.created_at,
             attempts: 0,
+            skey: 0,
             payload: d.job.payload,
         };
         self.insert_single(loaded, d.job.collation.as_deref(), now, true)?;

@@ -107,7 +107,7 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
 }
 
 fn load_queue(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<Queue, String> {
-    if encver < 1 || encver > RDB_ENCVER {
+    if !(1..=RDB_ENCVER).contains(&encver) {
         return Err(format!(
             "orcaqueue: RDB encoding version {encver} is newer than this module supports ({RDB_ENCVER}); upgrade the module"
         ));
