@@ -683,3 +683,79 @@ async fn redis_down_is_a_clear_page() {
     assert!(page.contains("Scanning for queues failed"));
     assert!(d.alive());
 }
+
+#[tokio::test]
+async fn long_queues_are_filtered_and_searched_by_windows() {
+    let r = Redis::start();
+    let mut c = r.conn();
+    let mut p = redis::pipe();
+    for i in 0..250 {
+        let course = if i == 201 { "rare" } else { "common" };
+        let cfg = json!({"key": format!("k-{i}"), "collation": {"type": "team", "id": (i % 50).to_string()},
+                         "metadata_table": {"course": course, "tags": ["a", course]}});
+        p.cmd("ORCA.ENQUEUE")
+            .arg("long")
+            .arg(cfg.to_string())
+            .ignore();
+    }
+    p.query::<()>(&mut c).unwrap();
+    let d = Dashboard::start(&r.url(), &["--scan-window", "100"]);
+    let b = Browser::start().await;
+
+    // Longer than the window: the filter scans windows of 100 positions,
+    // and finds what the module's own FILTER finds, at the same position.
+    let pos = r
+        .field_int(&["ORCA.STATUS", "long", &orca_key("k-201", "")], "position")
+        .unwrap();
+    let filtered = match r
+        .cmd(&["ORCA.LIST", "long", "FILTER", "tags", "rare"])
+        .unwrap()
+    {
+        redis::Value::Array(jobs) => jobs.len(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(filtered, 1);
+    b.goto(&d.url("/queue?q=long&field=tags&value=rare")).await;
+    let mut summaries = vec![b.wait_for("#scanned").await];
+    let mut seen = b.texts("#jobs td.position").await;
+    while b.count("#scan-next").await > 0 {
+        summaries.push(b.click_to("#scan-next", "#scanned").await);
+        seen.extend(b.texts("#jobs td.position").await);
+    }
+    let summaries: Vec<&str> = summaries
+        .iter()
+        .map(|s| s.split(" queued").next().unwrap())
+        .collect();
+    assert_eq!(
+        summaries,
+        [
+            "Scanned positions 1–100 of 250",
+            "Scanned positions 101–200 of 250",
+            "Scanned positions 201–250 of 250"
+        ]
+    );
+    assert_eq!(seen, [pos.to_string()]);
+    b.screenshot("filter-windows").await;
+
+    // A collation: its five jobs are spread over the windows.
+    b.goto(&d.url("/queue/find?q=long&collation=team.7")).await;
+    let mut seen = b.texts("#jobs td.position").await;
+    while b.count("#scan-next").await > 0 {
+        b.click_to("#scan-next", "#scanned").await;
+        seen.extend(b.texts("#jobs td.position").await);
+    }
+    let mut expected: Vec<String> = (0..250)
+        .filter(|i| i % 50 == 7)
+        .map(|i| {
+            r.field_int(
+                &["ORCA.STATUS", "long", &orca_key(&format!("k-{i}"), "")],
+                "position",
+            )
+            .unwrap()
+            .to_string()
+        })
+        .collect();
+    expected.sort_by_key(|p| p.parse::<u64>().unwrap());
+    assert_eq!(seen, expected);
+    b.close().await;
+}

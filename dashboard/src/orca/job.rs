@@ -61,6 +61,27 @@ impl Job {
     }
 }
 
+/// The module's FILTER rule (`ORCA.LIST ... FILTER`, src/core/inspect.rs):
+/// does the config's `metadata_table[field]` hold `value`, as a string equal
+/// to it or an array of strings containing it?
+pub fn metadata_matches(payload: &str, field: &str, value: &str) -> bool {
+    #[derive(Deserialize)]
+    struct MetaOnly {
+        metadata_table: Option<serde_json::Map<String, serde_json::Value>>,
+    }
+    let Ok(m) = serde_json::from_str::<MetaOnly>(payload) else {
+        return false;
+    };
+    match m.metadata_table.as_ref().and_then(|t| t.get(field)) {
+        Some(serde_json::Value::String(s)) => s == value,
+        Some(serde_json::Value::Array(items)) => {
+            items.iter().all(serde_json::Value::is_string)
+                && items.iter().any(|i| i.as_str() == Some(value))
+        }
+        _ => false,
+    }
+}
+
 /// The orca key of a config: base64(sha256(key + response_url)), standard
 /// alphabet with padding (docs/commands.md, "The job reply").
 pub fn orca_key(config_key: &str, response_url: &str) -> String {
@@ -92,6 +113,29 @@ mod tests {
         ));
         assert!(!looks_like_orca_key("sub-41"));
         assert!(!looks_like_orca_key(&"=".repeat(44)));
+    }
+
+    #[test]
+    fn metadata_rule_is_the_modules() {
+        // the cases of the module's own test (src/core/inspect.rs)
+        let p = r#"{"key":"k","metadata_table":{"course":"cs2500","graders":["ann","bob"],"n":3}}"#;
+        assert!(metadata_matches(p, "course", "cs2500"));
+        assert!(!metadata_matches(p, "course", "cs3500"));
+        assert!(metadata_matches(p, "graders", "bob"));
+        assert!(!metadata_matches(p, "graders", "eve"));
+        assert!(!metadata_matches(p, "n", "3"));
+        assert!(!metadata_matches(p, "missing", "x"));
+        assert!(!metadata_matches(r#"{"key":"k"}"#, "course", "cs2500"));
+        assert!(!metadata_matches(
+            r#"{"key":"k","metadata_table":[1]}"#,
+            "course",
+            "x"
+        ));
+        assert!(!metadata_matches(
+            r#"{"metadata_table":{"a":["x",1]}}"#,
+            "a",
+            "x"
+        ));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, Cmd, ErrorKind, ProtocolVersion, RedisError};
 use tokio::sync::Mutex;
 
-pub use job::{looks_like_orca_key, orca_key, Job};
+pub use job::{looks_like_orca_key, metadata_matches, orca_key, Job};
 pub use value::{Fields, Val};
 
 /// The Redis type name the module registers (docs/commands.md, "Key operations").

@@ -4,11 +4,10 @@
 //! - by config `key` with its `response_url`: the orca key is
 //!   base64(sha256(key + response_url)), computed here, then as above;
 //! - by config `key` alone, or by collation (a student's or team's jobs):
-//!   the module has no index for these, so the page reads one window of the
-//!   queue (`--scan-window` jobs, default 5000, in `ORCA.LIST` pages of 500
-//!   from an OFFSET, O(log n + window)) and offers the next window. Only
-//!   queued jobs are scanned; running, delayed and dead ones are found by
-//!   orca key or key + response_url.
+//!   the module has no index for these, so the page scans one window of the
+//!   queue (see `scan`) and offers the next. Only queued jobs are scanned;
+//!   running, delayed and dead ones are found by orca key or key +
+//!   response_url.
 
 use askama::Template;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -19,13 +18,8 @@ use super::extract::{number, Query, MAX_PAGE};
 use super::head::{queue_head, queue_name, QueueHead};
 use super::layout::{enc, job_href, queue_crumbs, Ctx, Layout};
 use super::rows::JobRow;
-use crate::format;
+use super::scan::scan;
 use crate::orca::{looks_like_orca_key, orca_key};
-
-/// Jobs per ORCA.LIST call of a scan (below the default orca.max-pop-count).
-const CHUNK: u64 = 500;
-/// Matches shown per window.
-const MAX_MATCHES: usize = 500;
 
 #[derive(Template)]
 #[template(path = "find.html")]
@@ -98,55 +92,14 @@ pub async fn page(ctx: Ctx, Query(q): Query<FindQuery>) -> AppResult<Response> {
     let mut scanned = None;
     let mut next_href = None;
     if scan_key.is_some() || scan_collation.is_some() {
-        let len = u64::try_from(app.orca.len(&name).await?).unwrap_or(0);
-        let end = from.saturating_add(app.scan_window).min(len);
-        let mut offset = from;
-        let mut truncated = false;
-        let mut last_match = 0u64;
-        while offset < end {
-            let limit = CHUNK.min(end - offset);
-            let jobs = app.orca.list(&name, offset, limit, None).await?;
-            let got = jobs.len() as u64;
-            for (i, j) in jobs.into_iter().enumerate() {
-                let key_ok = scan_key.is_none_or(|k| j.config.key.as_deref() == Some(k));
-                let col_ok = scan_collation.is_none_or(|c| j.collation.as_deref() == Some(c));
-                if key_ok && col_ok {
-                    if rows.len() >= MAX_MATCHES {
-                        truncated = true;
-                        break;
-                    }
-                    last_match = offset + i as u64 + 1;
-                    rows.push(JobRow::new(&name, &j, h.now));
-                }
-            }
-            if truncated || got < limit {
-                break;
-            }
-            offset += got;
-        }
-        let stop = if truncated { last_match } else { end };
-        scanned = Some(if len == 0 {
-            "The queue has no queued jobs.".to_string()
-        } else if from >= len {
-            format!(
-                "Position {} is past the end of the queue ({} queued jobs).",
-                format::count(from as i64 + 1),
-                format::count(len as i64)
-            )
-        } else {
-            format!(
-                "Scanned positions {}–{} of {} queued jobs{}.",
-                format::count(from as i64 + 1),
-                format::count(stop as i64),
-                format::count(len as i64),
-                if truncated {
-                    format!(" (stopped at {MAX_MATCHES} matches)")
-                } else {
-                    String::new()
-                }
-            )
-        });
-        if stop < len {
+        let s = scan(&app, &name, from, h.now, |j| {
+            scan_key.is_none_or(|k| j.config.key.as_deref() == Some(k))
+                && scan_collation.is_none_or(|c| j.collation.as_deref() == Some(c))
+        })
+        .await?;
+        rows = s.rows;
+        scanned = Some(s.summary);
+        next_href = s.next_from.map(|next| {
             let mut href = format!("/queue/find?q={}", enc(&name));
             if let Some(k) = scan_key {
                 href.push_str(&format!("&key={}", enc(k)));
@@ -154,9 +107,9 @@ pub async fn page(ctx: Ctx, Query(q): Query<FindQuery>) -> AppResult<Response> {
             if let Some(c) = scan_collation {
                 href.push_str(&format!("&collation={}", enc(c)));
             }
-            href.push_str(&format!("&from={}", stop + 1));
-            next_href = Some(href);
-        }
+            href.push_str(&format!("&from={next}"));
+            href
+        });
     }
     let what = match (scan_key, scan_collation) {
         (Some(k), Some(c)) => format!("config key \u{201c}{k}\u{201d} in collation {c}"),

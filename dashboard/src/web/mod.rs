@@ -14,6 +14,7 @@ pub mod overview;
 pub mod pager;
 pub mod queue;
 pub mod rows;
+pub mod scan;
 pub mod security;
 
 use std::ops::Deref;

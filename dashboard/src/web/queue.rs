@@ -1,18 +1,24 @@
 //! A queue's jobs in pop order with their positions, paged with
 //! `ORCA.LIST OFFSET/LIMIT` (O(log n + page)), optionally filtered by a
-//! metadata field (`ORCA.LIST ... FILTER`).
+//! metadata field. The module's `ORCA.LIST ... FILTER` scans from the front
+//! until it has filled the page (O(n) for a rare value: 0.66 s of Redis time
+//! at 1M jobs), so it is used only while the queue is at most
+//! `--scan-window` jobs long; a longer queue is filtered by windowed scans
+//! with the same matching rule (`scan`), O(log n + window) per request.
 
 use askama::Template;
 use axum::response::Response;
 use serde::Deserialize;
 
 use super::error::{AppError, AppResult};
-use super::extract::{Paging, Query};
+use super::extract::{number, Paging, Query, MAX_PAGE};
 use super::head::{queue_head, queue_name, QueueHead};
 use super::layout::{enc, queue_crumbs, Ctx, Layout};
 use super::pager::Pager;
 use super::rows::JobRow;
+use super::scan::scan;
 use crate::format;
+use crate::orca::metadata_matches;
 
 const DEFAULT_PER: u64 = 50;
 
@@ -29,6 +35,9 @@ struct QueuePage {
     len: String,
     past_end: Option<String>,
     pager: Pager,
+    /// Set when the filter ran as a windowed scan.
+    scanned: Option<String>,
+    scan_next: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -38,6 +47,7 @@ pub struct JobsQuery {
     per: Option<String>,
     field: Option<String>,
     value: Option<String>,
+    from: Option<String>,
 }
 
 pub async fn jobs(ctx: Ctx, Query(q): Query<JobsQuery>) -> AppResult<Response> {
@@ -60,6 +70,8 @@ pub async fn jobs(ctx: Ctx, Query(q): Query<JobsQuery>) -> AppResult<Response> {
         base.push_str(&format!("field={}&value={}&", enc(&field), enc(&value)));
     }
     let mut past_end = None;
+    let mut scanned = None;
+    let mut scan_next = None;
     let jobs = if !filtered && paging.offset() >= len && len > 0 {
         past_end = Some(format!(
             "Page {} is past the end: the queue has {} jobs ({} pages of {}).",
@@ -69,6 +81,31 @@ pub async fn jobs(ctx: Ctx, Query(q): Query<JobsQuery>) -> AppResult<Response> {
             paging.per
         ));
         Vec::new()
+    } else if filtered && len > app.scan_window {
+        let from = number("from", q.from.as_deref(), 1, MAX_PAGE)? - 1;
+        let s = scan(&app, &name, from, h.now, |j| {
+            j.payload
+                .as_deref()
+                .is_some_and(|p| metadata_matches(p, &field, &value))
+        })
+        .await?;
+        scanned = Some(s.summary);
+        scan_next = s.next_from.map(|n| format!("{base}from={n}"));
+        let page = QueuePage {
+            l: ctx.layout(format!("{name} · jobs"), queue_crumbs(&name)),
+            pager: Pager::new(&base, paging, Some(0), 0, false),
+            back: format!("{base}from={}", from + 1),
+            h,
+            rows: s.rows,
+            field,
+            value,
+            filtered,
+            len: format::count(len as i64),
+            past_end,
+            scanned,
+            scan_next,
+        };
+        return Ok(ctx.render(&page));
     } else {
         let filter = filtered.then_some((field.as_str(), value.as_str()));
         app.orca
@@ -89,6 +126,8 @@ pub async fn jobs(ctx: Ctx, Query(q): Query<JobsQuery>) -> AppResult<Response> {
         filtered,
         len: format::count(len as i64),
         past_end,
+        scanned,
+        scan_next,
     };
     Ok(ctx.render(&page))
 }
