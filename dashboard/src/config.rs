@@ -28,7 +28,7 @@ pub struct Args {
 
     /// Show everything, change nothing: no action buttons, every POST refused.
     /// Works with a Redis ACL user limited to the read commands.
-    #[arg(long, env = "ORCA_DASHBOARD_READ_ONLY")]
+    #[arg(long, env = "ORCA_DASHBOARD_READ_ONLY", value_parser = clap::builder::BoolishValueParser::new())]
     pub read_only: bool,
 
     /// Seconds between samples of every queue's length and front wait.
@@ -110,6 +110,14 @@ mod tests {
                 .chain(token.map(|t| ["--token", t]).into_iter().flatten()),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn read_only_from_the_command_line() {
+        let a = Args::try_parse_from(["orca-dashboard", "--read-only"]).unwrap();
+        assert!(a.read_only);
+        let a = Args::try_parse_from(["orca-dashboard"]).unwrap();
+        assert!(!a.read_only);
     }
 
     #[test]
