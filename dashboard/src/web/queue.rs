@@ -72,7 +72,9 @@ pub async fn jobs(ctx: Ctx, Query(q): Query<JobsQuery>) -> AppResult<Response> {
     let mut past_end = None;
     let mut scanned = None;
     let mut scan_next = None;
-    let jobs = if !filtered && paging.offset() >= len && len > 0 {
+    let mut back = format!("{base}page={}&per={}", paging.page, paging.per);
+    let mut pager_total = (!filtered).then_some(len);
+    let rows: Vec<JobRow> = if !filtered && paging.offset() >= len && len > 0 {
         past_end = Some(format!(
             "Page {} is past the end: the queue has {} jobs ({} pages of {}).",
             format::count(paging.page as i64),
@@ -91,33 +93,20 @@ pub async fn jobs(ctx: Ctx, Query(q): Query<JobsQuery>) -> AppResult<Response> {
         .await?;
         scanned = Some(s.summary);
         scan_next = s.next_from.map(|n| format!("{base}from={n}"));
-        let page = QueuePage {
-            l: ctx.layout(format!("{name} · jobs"), queue_crumbs(&name)),
-            pager: Pager::new(&base, paging, Some(0), 0, false),
-            back: format!("{base}from={}", from + 1),
-            h,
-            rows: s.rows,
-            field,
-            value,
-            filtered,
-            len: format::count(len as i64),
-            past_end,
-            scanned,
-            scan_next,
-        };
-        return Ok(ctx.render(&page));
+        back = format!("{base}from={}", from + 1);
+        pager_total = Some(0);
+        s.rows
     } else {
         let filter = filtered.then_some((field.as_str(), value.as_str()));
-        app.orca
+        let jobs = app
+            .orca
             .list(&name, paging.offset(), paging.per, filter)
-            .await?
+            .await?;
+        jobs.iter().map(|j| JobRow::new(&name, j, h.now)).collect()
     };
-    let rows: Vec<JobRow> = jobs.iter().map(|j| JobRow::new(&name, j, h.now)).collect();
-    let total = (!filtered).then_some(len);
-    let back = format!("{base}page={}&per={}", paging.page, paging.per);
     let page = QueuePage {
         l: ctx.layout(format!("{name} · jobs"), queue_crumbs(&name)),
-        pager: Pager::new(&base, paging, total, rows.len() as u64, true),
+        pager: Pager::new(&base, paging, pager_total, rows.len() as u64, true),
         h,
         rows,
         back,

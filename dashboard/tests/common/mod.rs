@@ -66,10 +66,20 @@ pub fn screenshot_dir() -> PathBuf {
     d
 }
 
+/// A child process killed (and reaped) when dropped.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A redis-server with the module loaded.
 pub struct Redis {
     pub port: u16,
-    child: Child,
+    _child: Proc,
     _dir: tempfile::TempDir,
 }
 
@@ -100,7 +110,7 @@ impl Redis {
         wait_for_port(port, "redis-server", &mut child);
         Redis {
             port,
-            child,
+            _child: Proc(child),
             _dir: dir,
         }
     }
@@ -190,17 +200,10 @@ impl Redis {
     }
 }
 
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The dashboard binary under test.
 pub struct Dashboard {
     pub port: u16,
-    child: Child,
+    child: Proc,
 }
 
 impl Dashboard {
@@ -212,7 +215,10 @@ impl Dashboard {
             .spawn()
             .expect("start orca-dashboard");
         wait_for_port(port, "orca-dashboard", &mut child);
-        Dashboard { port, child }
+        Dashboard {
+            port,
+            child: Proc(child),
+        }
     }
 
     pub fn command(redis_url: &str, listen: &str, extra: &[&str]) -> Command {
@@ -237,7 +243,7 @@ impl Dashboard {
     }
 
     pub fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        matches!(self.child.0.try_wait(), Ok(None))
     }
 
     /// A raw HTTP/1.0 request outside the browser: (status, body).
@@ -269,13 +275,6 @@ impl Dashboard {
             .and_then(|c| c.parse().ok())
             .unwrap_or(0);
         (status, out)
-    }
-}
-
-impl Drop for Dashboard {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
