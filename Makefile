@@ -6,7 +6,7 @@ MODULE := target/release/liborca.so
 APT_PACKAGES := redis-server libclang1-14 libclang-common-14-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build run test unit-test integration-test lint bench bench-core clean
+.PHONY: all deps build run test unit-test integration-test lint bench bench-core clean dashboard test-dashboard
 
 all: build
 
@@ -31,8 +31,31 @@ run: build
 
 # Every test: unit and property tests of the core, then integration tests
 # against real redis-server processes started on free ports.
-test: build
+test: build test-dashboard
 	cargo test --release
+
+# The dashboard (dashboard/README.md) next to `make run`'s server: reads
+# redis://127.0.0.1:6379, serves http://127.0.0.1:8090 (loopback only).
+DASHBOARD_ARGS ?= --redis redis://127.0.0.1:6379 --listen 127.0.0.1:8090
+dashboard: build
+	cargo build --release -p orca-dashboard
+	target/release/orca-dashboard $(DASHBOARD_ARGS)
+
+# The dashboard's unit tests and its browser tests: a real redis-server
+# with the module, the orca-dashboard binary and headless Chromium through
+# chromedriver (Debian's chromium and chromium-driver, installed only when
+# missing), all on free 127.0.0.1 ports: about half a minute once built.
+# Screenshots of every page: target/dashboard-screenshots/.
+BROWSER_PACKAGES := chromium chromium-driver
+test-dashboard: build
+	@missing=""; for p in $(BROWSER_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	cargo test --release -p orca-dashboard
 
 # Benchmarks (never part of `make test`): starts its own redis-server with the
 # module, measures it against Redis's own SET/LPUSH/ZADD, the seed-000 queue as

@@ -1,0 +1,404 @@
+//! Every Redis call the dashboard makes lives in this module, so a change of
+//! the module's commands (for example `ORCA.LIST <q> STATE dead` replacing
+//! `ORCA.DEAD <q> LIST` for read-only users) is a change here only.
+//!
+//! Each function is one command (or, for the sampler, one pipeline of
+//! read-only commands); each action is exactly one module command, so it is
+//! atomic on the server.
+
+pub mod job;
+pub mod value;
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, Cmd, ErrorKind, ProtocolVersion, RedisError};
+use tokio::sync::Mutex;
+
+pub use job::{looks_like_orca_key, metadata_matches, orca_key, Job};
+pub use value::{Fields, Val};
+
+/// The Redis type name the module registers (docs/commands.md, "Key operations").
+pub const QUEUE_TYPE: &str = "orcaqueue";
+
+/// Why a call failed, in terms a page can explain.
+#[derive(Clone, Debug)]
+pub enum OrcaError {
+    /// Redis cannot be reached (or timed out).
+    Unavailable(String),
+    /// The Redis user may not run this command (ACL).
+    NoPerm(String),
+    /// The server refused the command (`ERR ...`): bad input, no such job...
+    Refused(String),
+    /// The reply was not what the module documents.
+    Protocol(String),
+}
+
+impl std::fmt::Display for OrcaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OrcaError::Unavailable(m) => write!(f, "Redis is unavailable: {m}"),
+            OrcaError::NoPerm(m) => write!(f, "not permitted for this Redis user: {m}"),
+            OrcaError::Refused(m) => write!(f, "{m}"),
+            OrcaError::Protocol(m) => write!(f, "unexpected reply from Redis: {m}"),
+        }
+    }
+}
+
+impl From<RedisError> for OrcaError {
+    fn from(e: RedisError) -> Self {
+        if e.is_io_error()
+            || e.is_timeout()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+            || matches!(e.kind(), ErrorKind::AuthenticationFailed)
+        {
+            return OrcaError::Unavailable(e.to_string());
+        }
+        let detail = match (e.code(), e.detail()) {
+            (Some(code), Some(d)) if code != "ERR" => format!("{code} {d}"),
+            (_, Some(d)) => d.to_string(),
+            _ => e.to_string(),
+        };
+        if e.code() == Some("NOPERM") {
+            OrcaError::NoPerm(detail)
+        } else {
+            OrcaError::Refused(detail)
+        }
+    }
+}
+
+pub type OrcaResult<T> = Result<T, OrcaError>;
+
+/// Where a MOVE puts a job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MoveTo {
+    Front,
+    Back,
+}
+
+/// A lazily connected, auto-reconnecting connection (RESP3).
+pub struct Orca {
+    client: Client,
+    config: ConnectionManagerConfig,
+    conn: Mutex<Option<ConnectionManager>>,
+    /// The URL without its password, for pages and logs.
+    pub display_url: String,
+}
+
+impl Orca {
+    pub fn new(url: &str) -> Result<Orca, String> {
+        let mut info: redis::ConnectionInfo = url
+            .parse()
+            .map_err(|e: RedisError| format!("bad --redis URL: {e}"))?;
+        info.redis.protocol = ProtocolVersion::RESP3;
+        let display_url = redact_url(url);
+        let client = Client::open(info).map_err(|e| format!("bad --redis URL: {e}"))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Duration::from_secs(3))
+            .set_response_timeout(Duration::from_secs(10))
+            .set_number_of_retries(1);
+        Ok(Orca {
+            client,
+            config,
+            conn: Mutex::new(None),
+            display_url,
+        })
+    }
+
+    async fn conn(&self) -> OrcaResult<ConnectionManager> {
+        let mut slot = self.conn.lock().await;
+        if let Some(c) = slot.as_ref() {
+            return Ok(c.clone());
+        }
+        let c = ConnectionManager::new_with_config(self.client.clone(), self.config.clone())
+            .await
+            .map_err(|e| OrcaError::Unavailable(e.to_string()))?;
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
+    async fn run(&self, cmd: &Cmd) -> OrcaResult<Val> {
+        let mut c = self.conn().await?;
+        let v: redis::Value = cmd.query_async(&mut c).await?;
+        Ok(Val::from_redis(v))
+    }
+
+    async fn run_fields(&self, cmd: &Cmd, what: &str) -> OrcaResult<Fields> {
+        match self.run(cmd).await? {
+            Val::Map(f) => Ok(f),
+            other => Err(OrcaError::Protocol(format!("{what}: {other:?}"))),
+        }
+    }
+
+    async fn run_jobs(&self, cmd: &Cmd, what: &str) -> OrcaResult<Vec<Job>> {
+        let arr = self
+            .run(cmd)
+            .await?
+            .into_array()
+            .ok_or_else(|| OrcaError::Protocol(format!("{what}: not an array")))?;
+        arr.into_iter()
+            .map(|v| Job::from_val(v).ok_or_else(|| OrcaError::Protocol(format!("{what}: job"))))
+            .collect()
+    }
+
+    /// The server's clock (ms): waits are measured against it, as the module does.
+    pub async fn time_ms(&self) -> OrcaResult<i64> {
+        match self.run(&redis::cmd("TIME")).await? {
+            Val::Array(a) if a.len() == 2 => {
+                let s = a[0].as_int().unwrap_or(0);
+                let us = a[1].as_int().unwrap_or(0);
+                Ok(s * 1000 + us / 1000)
+            }
+            other => Err(OrcaError::Protocol(format!("TIME: {other:?}"))),
+        }
+    }
+
+    /// Every queue in the database: `SCAN ... TYPE orcaqueue`, incrementally
+    /// (COUNT 1000 per call), stopping at `max` names. Names that are not
+    /// UTF-8 are counted but not returned (they cannot be linked).
+    pub async fn scan_queues(&self, max: usize) -> OrcaResult<(Vec<String>, usize)> {
+        let mut c = self.conn().await?;
+        let mut cursor: u64 = 0;
+        let mut names = Vec::new();
+        let mut skipped = 0;
+        loop {
+            let (next, batch): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("COUNT")
+                .arg(1000)
+                .arg("TYPE")
+                .arg(QUEUE_TYPE)
+                .query_async(&mut c)
+                .await?;
+            for b in batch {
+                match String::from_utf8(b) {
+                    Ok(s) => names.push(s),
+                    Err(_) => skipped += 1,
+                }
+            }
+            cursor = next;
+            if cursor == 0 || names.len() >= max {
+                break;
+            }
+        }
+        names.sort();
+        names.dedup();
+        names.truncate(max);
+        Ok((names, skipped))
+    }
+
+    /// `TYPE <key>`: "orcaqueue", "none" or another type.
+    pub async fn key_type(&self, queue: &str) -> OrcaResult<String> {
+        Ok(self.run(redis::cmd("TYPE").arg(queue)).await?.to_text())
+    }
+
+    /// `ORCA.STATS` (O(n): callers go through the stats cache).
+    pub async fn stats(&self, queue: &str) -> OrcaResult<Fields> {
+        self.run_fields(redis::cmd("ORCA.STATS").arg(queue), "ORCA.STATS")
+            .await
+    }
+
+    pub async fn len(&self, queue: &str) -> OrcaResult<i64> {
+        self.run(redis::cmd("ORCA.LEN").arg(queue))
+            .await?
+            .as_int()
+            .ok_or_else(|| OrcaError::Protocol("ORCA.LEN".into()))
+    }
+
+    /// `ORCA.LIST <q> OFFSET o LIMIT l [FILTER field value]`.
+    pub async fn list(
+        &self,
+        queue: &str,
+        offset: u64,
+        limit: u64,
+        filter: Option<(&str, &str)>,
+    ) -> OrcaResult<Vec<Job>> {
+        let mut cmd = redis::cmd("ORCA.LIST");
+        cmd.arg(queue)
+            .arg("OFFSET")
+            .arg(offset)
+            .arg("LIMIT")
+            .arg(limit);
+        if let Some((f, v)) = filter {
+            cmd.arg("FILTER").arg(f).arg(v);
+        }
+        self.run_jobs(&cmd, "ORCA.LIST").await
+    }
+
+    /// `ORCA.STATUS <q> <key>`: None if the key is in no state.
+    pub async fn status(&self, queue: &str, key: &str) -> OrcaResult<Option<Job>> {
+        match self
+            .run(redis::cmd("ORCA.STATUS").arg(queue).arg(key))
+            .await?
+        {
+            Val::Nil => Ok(None),
+            v => Job::from_val(v)
+                .map(Some)
+                .ok_or_else(|| OrcaError::Protocol("ORCA.STATUS".into())),
+        }
+    }
+
+    /// `ORCA.RESULT <q> <key>`: the kept result, if any.
+    pub async fn result(&self, queue: &str, key: &str) -> OrcaResult<Option<String>> {
+        match self
+            .run(redis::cmd("ORCA.RESULT").arg(queue).arg(key))
+            .await?
+        {
+            Val::Nil => Ok(None),
+            v => Ok(Some(v.to_text())),
+        }
+    }
+
+    /// Dead letters in the order they died. `ORCA.DEAD <q> LIST` for now (a
+    /// write command, so refused to read-only ACL users); to become
+    /// `ORCA.LIST <q> STATE dead` when the module has it.
+    pub async fn dead_list(&self, queue: &str, offset: u64, limit: u64) -> OrcaResult<Vec<Job>> {
+        let mut cmd = redis::cmd("ORCA.DEAD");
+        cmd.arg(queue)
+            .arg("LIST")
+            .arg("OFFSET")
+            .arg(offset)
+            .arg("LIMIT")
+            .arg(limit);
+        self.run_jobs(&cmd, "ORCA.DEAD LIST").await
+    }
+
+    /// The queue's settings. `ORCA.SETTINGS <q>` for now (a write command:
+    /// refused on replicas and to read-only users); to become the
+    /// `settings` section of `ORCA.STATS` when the module has it.
+    pub async fn settings(&self, queue: &str) -> OrcaResult<Fields> {
+        self.run_fields(redis::cmd("ORCA.SETTINGS").arg(queue), "ORCA.SETTINGS")
+            .await
+    }
+
+    /// The module's server-wide settings: `CONFIG GET orca.*` (needs the
+    /// CONFIG command; pages show why when it is refused).
+    pub async fn module_config(&self) -> OrcaResult<Fields> {
+        let v = self
+            .run(redis::cmd("CONFIG").arg("GET").arg("orca.*"))
+            .await?;
+        let mut f = match v {
+            Val::Map(f) => f,
+            Val::Array(a) => {
+                let mut f = Fields::default();
+                let mut it = a.into_iter();
+                while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                    f.0.push((k.to_text(), v));
+                }
+                f
+            }
+            other => return Err(OrcaError::Protocol(format!("CONFIG GET: {other:?}"))),
+        };
+        f.0.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(f)
+    }
+
+    // ---- actions: each exactly one module command ----
+
+    /// `ORCA.MOVE <q> <key> RELEASE|DELAY`.
+    pub async fn move_job(&self, queue: &str, key: &str, to: MoveTo) -> OrcaResult<Fields> {
+        let how = match to {
+            MoveTo::Front => "RELEASE",
+            MoveTo::Back => "DELAY",
+        };
+        self.run_fields(
+            redis::cmd("ORCA.MOVE").arg(queue).arg(key).arg(how),
+            "ORCA.MOVE",
+        )
+        .await
+    }
+
+    /// `ORCA.DELETE <q> <key>`: true if anything was removed.
+    pub async fn delete(&self, queue: &str, key: &str) -> OrcaResult<bool> {
+        Ok(self
+            .run(redis::cmd("ORCA.DELETE").arg(queue).arg(key))
+            .await?
+            .as_int()
+            == Some(1))
+    }
+
+    /// `ORCA.DEAD <q> REQUEUE <key>`.
+    pub async fn dead_requeue(&self, queue: &str, key: &str) -> OrcaResult<()> {
+        self.run(redis::cmd("ORCA.DEAD").arg(queue).arg("REQUEUE").arg(key))
+            .await
+            .map(|_| ())
+    }
+
+    /// `ORCA.DEAD <q> PURGE`: how many dead letters were forgotten.
+    pub async fn dead_purge(&self, queue: &str) -> OrcaResult<i64> {
+        self.run(redis::cmd("ORCA.DEAD").arg(queue).arg("PURGE"))
+            .await?
+            .as_int()
+            .ok_or_else(|| OrcaError::Protocol("ORCA.DEAD PURGE".into()))
+    }
+
+    /// For the sampler: `ORCA.LEN` and the front job (`ORCA.LIST LIMIT 1`) of
+    /// each queue, in one pipeline. O(log n) per queue.
+    pub async fn fronts(&self, queues: &[String]) -> OrcaResult<Vec<(i64, Option<Job>)>> {
+        if queues.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for q in queues {
+            pipe.cmd("ORCA.LEN").arg(q);
+            pipe.cmd("ORCA.LIST").arg(q).arg("LIMIT").arg(1);
+        }
+        let mut c = self.conn().await?;
+        let replies: Vec<redis::Value> = pipe.query_async(&mut c).await?;
+        let mut out = Vec::with_capacity(queues.len());
+        let mut it = replies.into_iter().map(Val::from_redis);
+        while let (Some(len), Some(list)) = (it.next(), it.next()) {
+            let front = list
+                .into_array()
+                .and_then(|a| a.into_iter().next())
+                .and_then(Job::from_val);
+            out.push((len.as_int().unwrap_or(0), front));
+        }
+        Ok(out)
+    }
+}
+
+/// `redis://user:secret@host/` -> `redis://user:***@host/`.
+fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_string();
+    };
+    let rest = &url[scheme_end + 3..];
+    let host_start = rest.find('/').unwrap_or(rest.len());
+    match rest[..host_start].rfind('@') {
+        Some(at) => {
+            let userinfo = &rest[..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!(
+                "{}://{}{}{}",
+                &url[..scheme_end],
+                user,
+                if userinfo.contains(':') { ":***" } else { "" },
+                &rest[at..]
+            )
+        }
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact_url("redis://viewer:pw@127.0.0.1:6379/0"),
+            "redis://viewer:***@127.0.0.1:6379/0"
+        );
+        assert_eq!(
+            redact_url("redis://:pw@127.0.0.1:6379"),
+            "redis://:***@127.0.0.1:6379"
+        );
+        assert_eq!(
+            redact_url("redis://127.0.0.1:6379"),
+            "redis://127.0.0.1:6379"
+        );
+    }
+}

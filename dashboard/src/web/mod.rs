@@ -1,0 +1,157 @@
+//! The HTTP side: state, routes and the layers every request goes through.
+
+pub mod actions;
+pub mod auth;
+pub mod dead;
+pub mod error;
+pub mod extract;
+pub mod find;
+pub mod head;
+pub mod info;
+pub mod job;
+pub mod layout;
+pub mod overview;
+pub mod pager;
+pub mod queue;
+pub mod rows;
+pub mod scan;
+pub mod security;
+
+use std::ops::Deref;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, FromRef};
+use axum::http::{header, StatusCode};
+use axum::middleware::{from_fn, from_fn_with_state};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use axum_csrf::{CsrfConfig, Key, SameSite};
+use tower_http::catch_panic::CatchPanicLayer;
+
+use crate::orca::Orca;
+use crate::sampler::History;
+use crate::stats_cache::StatsCache;
+use error::AppError;
+
+pub struct Inner {
+    pub orca: Arc<Orca>,
+    pub history: History,
+    pub stats: StatsCache,
+    pub csrf: CsrfConfig,
+    pub auth: Option<auth::Auth>,
+    pub read_only: bool,
+    pub scan_window: u64,
+    pub sample_interval: Duration,
+    pub stats_ttl: Duration,
+}
+
+/// The shared state of every handler.
+#[derive(Clone)]
+pub struct App(Arc<Inner>);
+
+impl Deref for App {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl FromRef<App> for CsrfConfig {
+    fn from_ref(app: &App) -> CsrfConfig {
+        app.csrf.clone()
+    }
+}
+
+pub struct Options {
+    pub token: Option<String>,
+    pub read_only: bool,
+    pub scan_window: u64,
+    pub sample_interval: Duration,
+    pub stats_ttl: Duration,
+}
+
+impl App {
+    pub fn new(orca: Arc<Orca>, history: History, o: Options) -> App {
+        // The CSRF cookie is private (encrypted with a key made at start) and
+        // SameSite=Strict; forms carry an HMAC of it.
+        let csrf = CsrfConfig::default()
+            .with_key(Some(Key::generate()))
+            .with_cookie_name("orca_csrf")
+            .with_cookie_same_site(SameSite::Strict)
+            .with_http_only(true);
+        App(Arc::new(Inner {
+            orca,
+            history,
+            stats: StatsCache::new(o.stats_ttl),
+            csrf,
+            auth: o.token.map(auth::Auth::new),
+            read_only: o.read_only,
+            scan_window: o.scan_window,
+            sample_interval: o.sample_interval,
+            stats_ttl: o.stats_ttl,
+        }))
+    }
+}
+
+const STYLE: &str = include_str!("../../static/style.css");
+const SCRIPT: &str = include_str!("../../static/refresh.js");
+
+async fn style() -> Response {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE).into_response()
+}
+
+async fn script() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        SCRIPT,
+    )
+        .into_response()
+}
+
+async fn not_found() -> AppError {
+    AppError::NotFound("No such page.".into())
+}
+
+async fn method_not_allowed() -> Response {
+    let mut r = AppError::BadRequest(
+        "This address does not take that method (actions are POSTed by their buttons).".into(),
+    )
+    .into_response();
+    *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    r
+}
+
+fn panic_page(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    AppError::Internal("The dashboard hit a bug on this request (it keeps running).".into())
+        .into_response()
+}
+
+pub fn router(app: App) -> Router {
+    Router::new()
+        .route("/", get(overview::page))
+        .route("/queue", get(queue::jobs))
+        .route("/queue/find", get(find::page))
+        .route("/queue/dead", get(dead::page))
+        .route("/queue/stats", get(info::stats))
+        .route("/queue/settings", get(info::settings))
+        .route("/job", get(job::page))
+        .route("/action/move", post(actions::move_job))
+        .route("/action/delete", post(actions::delete))
+        .route("/action/requeue", post(actions::requeue))
+        .route("/action/purge", post(actions::purge))
+        .route("/login", get(auth::login_form).post(auth::login))
+        .route("/logout", post(auth::logout))
+        .route("/static/style.css", get(style))
+        .route("/static/refresh.js", get(script))
+        .route("/healthz", get(|| async { "ok" }))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(from_fn_with_state(app.clone(), security::guard_posts))
+        .layer(from_fn_with_state(app.clone(), auth::require_auth))
+        .layer(from_fn(security::headers))
+        .layer(DefaultBodyLimit::max(256 * 1024))
+        .layer(CatchPanicLayer::custom(panic_page))
+        .with_state(app)
+}

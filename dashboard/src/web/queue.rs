@@ -1,0 +1,122 @@
+//! A queue's jobs in pop order with their positions, paged with
+//! `ORCA.LIST OFFSET/LIMIT` (O(log n + page)), optionally filtered by a
+//! metadata field. The module's `ORCA.LIST ... FILTER` scans from the front
+//! until it has filled the page (O(n) for a rare value: 0.66 s of Redis time
+//! at 1M jobs), so it is used only while the queue is at most
+//! `--scan-window` jobs long; a longer queue is filtered by windowed scans
+//! with the same matching rule (`scan`), O(log n + window) per request.
+
+use askama::Template;
+use axum::response::Response;
+use serde::Deserialize;
+
+use super::error::{AppError, AppResult};
+use super::extract::{number, Paging, Query, MAX_PAGE};
+use super::head::{queue_head, queue_name, QueueHead};
+use super::layout::{enc, queue_crumbs, Ctx, Layout};
+use super::pager::Pager;
+use super::rows::JobRow;
+use super::scan::scan;
+use crate::format;
+use crate::orca::metadata_matches;
+
+const DEFAULT_PER: u64 = 50;
+
+#[derive(Template)]
+#[template(path = "queue.html")]
+struct QueuePage {
+    l: Layout,
+    h: QueueHead,
+    rows: Vec<JobRow>,
+    back: String,
+    field: String,
+    value: String,
+    filtered: bool,
+    len: String,
+    past_end: Option<String>,
+    pager: Pager,
+    /// Set when the filter ran as a windowed scan.
+    scanned: Option<String>,
+    scan_next: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub struct JobsQuery {
+    q: Option<String>,
+    page: Option<String>,
+    per: Option<String>,
+    field: Option<String>,
+    value: Option<String>,
+    from: Option<String>,
+}
+
+pub async fn jobs(ctx: Ctx, Query(q): Query<JobsQuery>) -> AppResult<Response> {
+    let name = queue_name(q.q)?;
+    let paging = Paging::parse(q.page.as_deref(), q.per.as_deref(), DEFAULT_PER)?;
+    let field = q.field.unwrap_or_default().trim().to_string();
+    let value = q.value.unwrap_or_default();
+    if field.is_empty() && !value.is_empty() {
+        return Err(AppError::BadRequest(
+            "A filter needs a metadata field as well as a value.".into(),
+        ));
+    }
+    let filtered = !field.is_empty();
+    let app = ctx.app.clone();
+    let h = queue_head(&app, &name, "jobs").await?;
+    let len = u64::try_from(app.orca.len(&name).await?).unwrap_or(0);
+
+    let mut base = format!("/queue?q={}&", enc(&name));
+    if filtered {
+        base.push_str(&format!("field={}&value={}&", enc(&field), enc(&value)));
+    }
+    let mut past_end = None;
+    let mut scanned = None;
+    let mut scan_next = None;
+    let mut back = format!("{base}page={}&per={}", paging.page, paging.per);
+    let mut pager_total = (!filtered).then_some(len);
+    let rows: Vec<JobRow> = if !filtered && paging.offset() >= len && len > 0 {
+        past_end = Some(format!(
+            "Page {} is past the end: the queue has {} jobs ({} pages of {}).",
+            format::count(paging.page as i64),
+            format::count(len as i64),
+            format::count(paging.last_page(len) as i64),
+            paging.per
+        ));
+        Vec::new()
+    } else if filtered && len > app.scan_window {
+        let from = number("from", q.from.as_deref(), 1, MAX_PAGE)? - 1;
+        let s = scan(&app, &name, from, h.now, |j| {
+            j.payload
+                .as_deref()
+                .is_some_and(|p| metadata_matches(p, &field, &value))
+        })
+        .await?;
+        scanned = Some(s.summary);
+        scan_next = s.next_from.map(|n| format!("{base}from={n}"));
+        back = format!("{base}from={}", from + 1);
+        pager_total = Some(0);
+        s.rows
+    } else {
+        let filter = filtered.then_some((field.as_str(), value.as_str()));
+        let jobs = app
+            .orca
+            .list(&name, paging.offset(), paging.per, filter)
+            .await?;
+        jobs.iter().map(|j| JobRow::new(&name, j, h.now)).collect()
+    };
+    let page = QueuePage {
+        l: ctx.layout(format!("{name} · jobs"), queue_crumbs(&name)),
+        pager: Pager::new(&base, paging, pager_total, rows.len() as u64, true),
+        h,
+        rows,
+        back,
+        field,
+        value,
+        filtered,
+        len: format::count(len as i64),
+        past_end,
+        scanned,
+        scan_next,
+    };
+    Ok(ctx.render(&page))
+}

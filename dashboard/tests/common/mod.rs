@@ -1,0 +1,501 @@
+//! Test harness: a real redis-server with the built module, the dashboard
+//! binary, and headless Chromium driven through chromedriver (WebDriver).
+//! Everything listens on free 127.0.0.1 ports, lives in its own temp dir and
+//! is stopped when the test ends (also when it fails).
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::json;
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn wait_for_port(port: u16, what: &str, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{what} exited before listening: {status}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{what} did not listen on {port} within 20 s");
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("dashboard/ has a parent")
+        .to_path_buf()
+}
+
+/// The module, built by `cargo build --release` at the workspace root
+/// (`make test-dashboard` does it), or ORCA_MODULE.
+pub fn module_path() -> PathBuf {
+    let p = std::env::var_os("ORCA_MODULE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target/release/liborca.so"));
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo build --release` at the workspace root (or make test-dashboard)",
+        p.display()
+    );
+    p
+}
+
+/// Where screenshots go: ORCA_SCREENSHOT_DIR or target/dashboard-screenshots.
+pub fn screenshot_dir() -> PathBuf {
+    let d = std::env::var_os("ORCA_SCREENSHOT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target/dashboard-screenshots"));
+    std::fs::create_dir_all(&d).expect("screenshot dir");
+    d
+}
+
+/// A child process killed (and reaped) when dropped.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A redis-server with the module loaded.
+pub struct Redis {
+    pub port: u16,
+    _child: Proc,
+    _dir: tempfile::TempDir,
+}
+
+impl Redis {
+    pub fn start() -> Redis {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = free_port();
+        let mut child =
+            Command::new(std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into()))
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .arg("--dir")
+                .arg(dir.path())
+                .arg("--loadmodule")
+                .arg(module_path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server (apt install redis-server)");
+        wait_for_port(port, "redis-server", &mut child);
+        Redis {
+            port,
+            _child: Proc(child),
+            _dir: dir,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .expect("connect to redis")
+    }
+
+    /// Run a command, return its reply (errors as Err text).
+    pub fn cmd(&self, args: &[&str]) -> Result<redis::Value, String> {
+        let mut c = self.conn();
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query::<redis::Value>(&mut c).map_err(|e| e.to_string())
+    }
+
+    pub fn int(&self, args: &[&str]) -> i64 {
+        match self.cmd(args) {
+            Ok(redis::Value::Int(i)) => i,
+            other => panic!("{args:?}: expected an integer, got {other:?}"),
+        }
+    }
+
+    /// A field of a flat RESP2 map reply (ORCA.STATUS, ORCA.STATS...).
+    pub fn field(&self, args: &[&str], name: &str) -> Option<redis::Value> {
+        match self.cmd(args) {
+            Ok(redis::Value::Array(a)) => a
+                .chunks(2)
+                .find(|kv| matches!(&kv[0], redis::Value::BulkString(k) if k == name.as_bytes()))
+                .map(|kv| kv[1].clone()),
+            Ok(redis::Value::Nil) => None,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    pub fn field_int(&self, args: &[&str], name: &str) -> Option<i64> {
+        match self.field(args, name)? {
+            redis::Value::Int(i) => Some(i),
+            other => panic!("{args:?} {name}: {other:?}"),
+        }
+    }
+
+    pub fn field_str(&self, args: &[&str], name: &str) -> Option<String> {
+        match self.field(args, name)? {
+            redis::Value::BulkString(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+            redis::Value::SimpleString(s) => Some(s),
+            other => panic!("{args:?} {name}: {other:?}"),
+        }
+    }
+
+    /// Enqueue a config; returns its orca key.
+    pub fn enqueue(&self, queue: &str, config: serde_json::Value) -> String {
+        let c = config.to_string();
+        self.field_str(&["ORCA.ENQUEUE", queue, &c], "key")
+            .expect("ORCA.ENQUEUE replies a key")
+    }
+
+    /// The orca keys of the whole queue in pop order (small queues only).
+    pub fn order(&self, queue: &str) -> Vec<String> {
+        match self.cmd(&["ORCA.LIST", queue, "LIMIT", "1000"]) {
+            Ok(redis::Value::Array(jobs)) => jobs
+                .into_iter()
+                .map(|j| match j {
+                    redis::Value::Array(f) => f
+                        .chunks(2)
+                        .find(|kv| matches!(&kv[0], redis::Value::BulkString(k) if k == b"key"))
+                        .and_then(|kv| match &kv[1] {
+                            redis::Value::BulkString(b) => {
+                                Some(String::from_utf8_lossy(b).into_owned())
+                            }
+                            _ => None,
+                        })
+                        .expect("job key"),
+                    other => panic!("job: {other:?}"),
+                })
+                .collect(),
+            other => panic!("ORCA.LIST: {other:?}"),
+        }
+    }
+}
+
+/// The dashboard binary under test.
+pub struct Dashboard {
+    pub port: u16,
+    child: Proc,
+}
+
+impl Dashboard {
+    pub fn start(redis_url: &str, extra: &[&str]) -> Dashboard {
+        let port = free_port();
+        let mut child = Self::command(redis_url, &format!("127.0.0.1:{port}"), extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start orca-dashboard");
+        wait_for_port(port, "orca-dashboard", &mut child);
+        Dashboard {
+            port,
+            child: Proc(child),
+        }
+    }
+
+    pub fn command(redis_url: &str, listen: &str, extra: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_orca-dashboard"));
+        c.args([
+            "--redis",
+            redis_url,
+            "--listen",
+            listen,
+            "--sample-interval",
+            "1",
+        ])
+        .args(extra)
+        .env_remove("ORCA_DASHBOARD_TOKEN")
+        .env_remove("ORCA_DASHBOARD_READ_ONLY")
+        .env("ORCA_DASHBOARD_LOG", "warn");
+        c
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.0.try_wait(), Ok(None))
+    }
+
+    /// A raw HTTP/1.0 request outside the browser: (status, body).
+    pub fn http(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, String) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect dashboard");
+        s.set_read_timeout(Some(Duration::from_secs(20))).ok();
+        let mut req = format!(
+            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\n",
+            self.port,
+            body.len()
+        );
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        req.push_str(body);
+        s.write_all(req.as_bytes()).expect("send");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("read");
+        let status = out
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        (status, out)
+    }
+}
+
+/// Headless Chromium through its own chromedriver (own process group, so
+/// the browser goes with it).
+pub struct Browser {
+    pub client: Client,
+    driver: Child,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    pub async fn start() -> Browser {
+        let port = free_port();
+        let mut driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("chromedriver (apt install chromium chromium-driver, or make test-dashboard)");
+        wait_for_port(port, "chromedriver", &mut driver);
+        let profile = tempfile::tempdir().expect("profile dir");
+        let mut caps = serde_json::Map::new();
+        caps.insert("browserName".into(), json!("chrome"));
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()),
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                    "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync",
+                    "--disable-dev-shm-usage", "--window-size=1400,1100",
+                    format!("--user-data-dir={}", profile.path().display()),
+                ]
+            }),
+        );
+        let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps)
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+            .expect("WebDriver session with headless Chromium");
+        Browser {
+            client,
+            driver,
+            _profile: profile,
+        }
+    }
+
+    pub async fn goto(&self, url: &str) {
+        self.client.goto(url).await.expect("goto");
+    }
+
+    pub async fn text(&self, css: &str) -> String {
+        self.client
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("{css}: {e}"))
+            .text()
+            .await
+            .expect("text")
+    }
+
+    pub async fn texts(&self, css: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for e in self
+            .client
+            .find_all(Locator::Css(css))
+            .await
+            .expect("find_all")
+        {
+            out.push(e.text().await.expect("text"));
+        }
+        out
+    }
+
+    pub async fn attrs(&self, css: &str, attr: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for e in self
+            .client
+            .find_all(Locator::Css(css))
+            .await
+            .expect("find_all")
+        {
+            out.push(e.attr(attr).await.expect("attr").unwrap_or_default());
+        }
+        out
+    }
+
+    pub async fn count(&self, css: &str) -> usize {
+        self.client
+            .find_all(Locator::Css(css))
+            .await
+            .expect("find_all")
+            .len()
+    }
+
+    pub async fn click(&self, css: &str) {
+        self.client
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("{css}: {e}"))
+            .click()
+            .await
+            .unwrap_or_else(|e| panic!("click {css}: {e}"));
+    }
+
+    /// Wait for an element (after a navigation).
+    pub async fn wait_for(&self, css: &str) -> String {
+        self.client
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("waiting for {css}: {e}"))
+            .text()
+            .await
+            .expect("text")
+    }
+
+    /// Mark the current document, so a wait can tell the next one from it.
+    async fn mark(&self) {
+        self.client
+            .execute("window.__orcaOld = true; return 1;", vec![])
+            .await
+            .expect("mark page");
+    }
+
+    /// Wait until a new document (not the marked one) has `css`.
+    pub async fn wait_new_page(&self, css: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let ready = self
+                .client
+                .execute(
+                    "return !window.__orcaOld && document.readyState === 'complete' \
+                     && document.querySelector(arguments[0]) !== null;",
+                    vec![json!(css)],
+                )
+                .await;
+            if matches!(ready, Ok(serde_json::Value::Bool(true))) {
+                return self.text(css).await;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no new page with {css} within 10 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Click (a button or link) and wait for the next page to show `wait_css`.
+    pub async fn click_to(&self, css: &str, wait_css: &str) -> String {
+        self.mark().await;
+        self.click(css).await;
+        self.wait_new_page(wait_css).await
+    }
+
+    /// Fill a form's fields, submit it, wait for the next page's `wait_css`.
+    pub async fn submit_to(
+        &self,
+        form_css: &str,
+        fields: &[(&str, &str)],
+        wait_css: &str,
+    ) -> String {
+        let form = self
+            .client
+            .form(Locator::Css(form_css))
+            .await
+            .expect("form");
+        for (k, v) in fields {
+            form.set_by_name(k, v).await.expect("set field");
+        }
+        self.mark().await;
+        form.submit().await.expect("submit");
+        self.wait_new_page(wait_css).await
+    }
+
+    /// Run a script that navigates, and wait for the next page's `wait_css`.
+    pub async fn script_to(
+        &self,
+        script: &str,
+        args: Vec<serde_json::Value>,
+        wait_css: &str,
+    ) -> String {
+        self.mark().await;
+        self.client.execute(script, args).await.expect("script");
+        self.wait_new_page(wait_css).await
+    }
+
+    pub async fn body(&self) -> String {
+        self.text("body").await
+    }
+
+    pub async fn path(&self) -> String {
+        let u = self.client.current_url().await.expect("url");
+        match u.query() {
+            Some(q) => format!("{}?{q}", u.path()),
+            None => u.path().to_string(),
+        }
+    }
+
+    pub async fn screenshot(&self, name: &str) {
+        let png = self.client.screenshot().await.expect("screenshot");
+        std::fs::write(screenshot_dir().join(format!("{name}.png")), png)
+            .expect("write screenshot");
+    }
+
+    pub async fn close(self) {
+        let _ = self.client.clone().close().await;
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        // the whole group: chromedriver and the Chromium it started
+        let _ = Command::new("kill")
+            .arg("--")
+            .arg(format!("-{}", self.driver.id()))
+            .status();
+        let _ = self.driver.wait();
+    }
+}
