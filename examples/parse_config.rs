@@ -31,6 +31,7 @@ fn main() {
     let limits = ConfigLimits {
         max_key_len: 4096,
         max_collation_id_len: 256,
+        max_gate_len: 256,
     };
     let bytes = json.as_bytes();
     let mut sum = 0u64;

@@ -497,7 +497,11 @@ fn settings_reply_defaults_and_persistence() {
     assert_eq!(text(&st, "order"), "lifo");
     assert_eq!(int(&st, "jobs"), 0);
     assert_eq!(int(&st, "collations"), 0);
-    assert_eq!(st.len(), 3, "{st:?}");
+    assert_eq!(int(&st, "held"), 0);
+    assert_eq!(int(&st, "lifetime"), 0);
+    assert_eq!(int(&st, "maxrunning"), 0);
+    assert_eq!(int(&st, "deadmax"), 100_000);
+    assert_eq!(st.len(), 12, "{st:?}");
     assert_eq!(exists(&mut c, "missing"), 0);
 
     // Keyword case does not matter.

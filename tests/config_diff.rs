@@ -29,6 +29,7 @@ const DEFAULT_SEEDS: [u64; 2] = [1, 0x5eed_c0f1];
 const SMALL: ConfigLimits = ConfigLimits {
     max_key_len: 8,
     max_collation_id_len: 4,
+    max_gate_len: 5,
 };
 
 fn check(data: &[u8], limits: &ConfigLimits) {
@@ -423,6 +424,8 @@ const NAMES: &[&str] = &[
     "response_url",
     "collation",
     "priority",
+    "gate",
+    "g\\u0061te",
     "script",
     "files",
     "metadata_table",
@@ -839,15 +842,15 @@ impl Gen<'_> {
         if self.r.pct(90) {
             members.push(0);
         }
-        for f in 1..4 {
+        for f in 1..5 {
             if self.r.pct(55) {
                 members.push(f);
             }
         }
         let others = self.r.below(5) as usize;
-        members.extend(std::iter::repeat_n(4, others));
+        members.extend(std::iter::repeat_n(5, others));
         if self.r.pct(6) {
-            let f = self.r.below(4) as u8;
+            let f = self.r.below(5) as u8;
             members.push(f);
         }
         shuffle(self.r, &mut members);
@@ -863,6 +866,8 @@ impl Gen<'_> {
                 1 => "\"response_url\"",
                 2 => "\"collation\"",
                 3 => "\"priority\"",
+                4 if self.r.pct(5) => "\"g\\u0061te\"",
+                4 => "\"gate\"",
                 _ => "",
             };
             if name.is_empty() && self.clean && self.r.pct(90) {
@@ -875,7 +880,7 @@ impl Gen<'_> {
             self.ws();
             self.put(":");
             match m {
-                0 | 1 => self.key_value(),
+                0 | 1 | 4 => self.key_value(),
                 2 => self.collation_value(),
                 3 => self.priority_value(),
                 _ => self.value(3),
@@ -908,6 +913,7 @@ fn random_limits(r: &mut Rng) -> ConfigLimits {
         _ => ConfigLimits {
             max_key_len: r.below(20) as usize,
             max_collation_id_len: r.below(8) as usize,
+            max_gate_len: r.below(12) as usize,
         },
     }
 }

@@ -96,6 +96,7 @@ fn cfg(name: &str, coll: Option<&str>, priority: i64) -> JobConfig {
         job_key: k(name),
         collation: coll.map(str::to_string),
         priority,
+        gate: None,
     }
 }
 
@@ -564,6 +565,7 @@ fn pool_cfg(
         job_key,
         collation: coll.map(str::to_string),
         priority,
+        gate: None,
     };
     if !json || !(0..=MAX_TIME).contains(&priority) {
         return Ok(direct);
@@ -817,10 +819,12 @@ impl Harness {
                 let got = self
                     .q
                     .enqueue(&c, payload, *now)
+                    .map(|(i, p)| (i, p.created))
                     .map(|(i, b)| (conv(&i), b));
                 let twin = self
                     .twin
                     .enqueue(&c, payload, *now)
+                    .map(|(i, p)| (i, p.created))
                     .map(|(i, b)| (conv(&i), b));
                 ensure!(got == want, "enqueue returned {got:?}, model says {want:?}");
                 ensure!(
@@ -851,10 +855,12 @@ impl Harness {
                 let got = self
                     .q
                     .put_immediate(&c, payload, *arrival)
+                    .map(|(i, p)| (i, p.created))
                     .map(|(i, b)| (conv(&i), b));
                 let twin = self
                     .twin
                     .put_immediate(&c, payload, *arrival)
+                    .map(|(i, p)| (i, p.created))
                     .map(|(i, b)| (conv(&i), b));
                 ensure!(
                     got == want,
@@ -1230,6 +1236,7 @@ fn order_of(q: &Queue) -> Vec<String> {
 fn enq(q: &mut Queue, name: &str, coll: Option<&str>, priority: i64, now: i64) -> Info {
     let (info, created) = q
         .enqueue(&cfg(name, coll, priority), name.as_bytes(), now)
+        .map(|(i, p)| (i, p.created))
         .unwrap_or_else(|e| panic!("enqueue {name}: {e}"));
     assert!(created, "enqueue {name}: not created");
     let info = conv(&info);
@@ -1533,6 +1540,7 @@ fn pairing_preserved_on_delete_and_upgrade() {
             let v = names3[victim];
             let (up, created) = q
                 .put_immediate(&cfg(v, Some("team.3"), 0), b"new", 300)
+                .map(|(i, p)| (i, p.created))
                 .unwrap();
             let up = conv(&up);
             assert!(!created);
@@ -1578,12 +1586,16 @@ fn enqueue_existing_job_replaces_payload_only() {
         // Different priority, collation and time: all ignored.
         let (i, created) = q
             .enqueue(&cfg("a", Some("team.9"), 0), b"A2", 5_000)
+            .map(|(i, p)| (i, p.created))
             .unwrap();
         assert!(!created);
         let mut want = before[0].clone();
         want.payload = b"A2".to_vec();
         assert_eq!(conv(&i), want);
-        let (i, created) = q.enqueue(&cfg("n", Some("user.1"), 0), b"", 5_000).unwrap();
+        let (i, created) = q
+            .enqueue(&cfg("n", Some("user.1"), 0), b"", 5_000)
+            .map(|(i, p)| (i, p.created))
+            .unwrap();
         assert!(!created);
         assert_eq!(conv(&i).release_at, before[2].release_at);
         assert_eq!(conv(&i).collation, None);
@@ -1595,6 +1607,7 @@ fn enqueue_existing_job_replaces_payload_only() {
         // the payload changes.
         let (_, created) = q
             .enqueue(&cfg("b", None, MAX_TIME), b"B2", MAX_TIME)
+            .map(|(i, p)| (i, p.created))
             .unwrap();
         assert!(!created);
         assert_eq!(info_of(&q, "b").payload, b"B2");
@@ -1612,6 +1625,7 @@ fn immediate_jobs_and_reenqueue() {
         // New immediate job at its arrival.
         let (i, created) = q
             .put_immediate(&cfg("i", Some("user.1"), 0), b"I", 1_002)
+            .map(|(i, p)| (i, p.created))
             .unwrap();
         let i = conv(&i);
         assert!(created && i.immediate);
@@ -1619,7 +1633,10 @@ fn immediate_jobs_and_reenqueue() {
         assert_eq!(i.collation.as_deref(), Some("user.1"));
         assert_eq!(order_of(&q), strs(&["a", "b", "i"]));
         // Existing immediate job: payload only; arrival ignored.
-        let (i2, created) = q.put_immediate(&cfg("i", None, 0), b"I2", 0).unwrap();
+        let (i2, created) = q
+            .put_immediate(&cfg("i", None, 0), b"I2", 0)
+            .map(|(i, p)| (i, p.created))
+            .unwrap();
         let i2 = conv(&i2);
         assert!(!created);
         assert_eq!(
@@ -1628,11 +1645,17 @@ fn immediate_jobs_and_reenqueue() {
         );
         assert_eq!(i2.payload, b"I2");
         // Immediate job with equal score: after the earlier arrivals at that time.
-        let (j, _) = q.put_immediate(&cfg("j", None, 0), b"J", 1_000).unwrap();
+        let (j, _) = q
+            .put_immediate(&cfg("j", None, 0), b"J", 1_000)
+            .map(|(i, p)| (i, p.created))
+            .unwrap();
         assert_eq!(conv(&j).release_at, 1_000);
         assert_eq!(order_of(&q), strs(&["a", "j", "b", "i"]));
         // Upgrade of a job without collation.
-        let (u, created) = q.put_immediate(&cfg("b", None, 0), b"B", 5_000).unwrap();
+        let (u, created) = q
+            .put_immediate(&cfg("b", None, 0), b"B", 5_000)
+            .map(|(i, p)| (i, p.created))
+            .unwrap();
         let u = conv(&u);
         assert!(!created && u.immediate);
         assert_eq!((u.created_at, u.release_at), (1_001, 5_000));
@@ -1648,6 +1671,7 @@ fn immediate_jobs_and_reenqueue() {
                 &popped.payload,
                 popped.created_at,
             )
+            .map(|(i, p)| (i, p.created))
             .unwrap();
         let r = conv(&r);
         assert!(created && r.immediate);
@@ -1658,7 +1682,9 @@ fn immediate_jobs_and_reenqueue() {
             "equal score: arrival (sequence) order"
         );
         // Arrival in the past: before everything.
-        q.put_immediate(&cfg("old", None, 0), b"", 10).unwrap();
+        q.put_immediate(&cfg("old", None, 0), b"", 10)
+            .map(|(i, p)| (i, p.created))
+            .unwrap();
         assert_eq!(order_of(&q)[0], "old");
         q.check().unwrap();
         assert_eq!(
@@ -1672,7 +1698,9 @@ fn immediate_jobs_and_reenqueue() {
 fn release_goes_before_everything_even_in_the_past() {
     let mut q = Queue::new(Order::Lifo);
     enq(&mut q, "late", None, 0, 5_000);
-    q.put_immediate(&cfg("early", None, 0), b"", 100).unwrap();
+    q.put_immediate(&cfg("early", None, 0), b"", 100)
+        .map(|(i, p)| (i, p.created))
+        .unwrap();
     enq(&mut q, "r", Some("user.1"), 60_000, 6_000);
     // Released at now=7000, but the first reservation is at 100.
     let r = conv(&q.move_job(&k("r"), Move::Release, 7_000).unwrap());
@@ -1715,7 +1743,9 @@ fn pop_does_not_wait_for_release_time() {
 #[test]
 fn errors_change_nothing() {
     let mut q = seed_queue(Order::Lifo);
-    q.put_immediate(&cfg("imm", None, 0), b"", 7).unwrap();
+    q.put_immediate(&cfg("imm", None, 0), b"", 7)
+        .map(|(i, p)| (i, p.created))
+        .unwrap();
     let enc = q.encode();
     let same = |q: &Queue| assert_eq!(q.encode(), enc);
     assert_eq!(
@@ -1743,11 +1773,13 @@ fn errors_change_nothing() {
     assert_eq!(q.position(&k("nope")), Err(QueueError::NoSuchJob));
     assert_eq!(
         q.enqueue(&cfg("new", Some("user.1"), MAX_TIME), b"", 1)
+            .map(|(i, p)| (i, p.created))
             .map(|(i, b)| (conv(&i), b)),
         Err(QueueError::TimeOverflow)
     );
     assert_eq!(
         q.enqueue(&cfg("new", None, i64::MAX), b"", 1)
+            .map(|(i, p)| (i, p.created))
             .map(|(i, b)| (conv(&i), b)),
         Err(QueueError::TimeOverflow)
     );
@@ -1755,12 +1787,14 @@ fn errors_change_nothing() {
     for bad in [-1, MAX_TIME + 1, i64::MIN, i64::MAX] {
         assert_eq!(
             q.put_immediate(&cfg("new", None, 0), b"", bad)
+                .map(|(i, p)| (i, p.created))
                 .map(|(i, b)| (conv(&i), b)),
             Err(QueueError::TimeOverflow)
         );
         // Even for an existing job (an upgrade would be wrong too).
         assert_eq!(
             q.put_immediate(&cfg("j1", None, 0), b"", bad)
+                .map(|(i, p)| (i, p.created))
                 .map(|(i, b)| (conv(&i), b)),
             Err(QueueError::TimeOverflow)
         );
@@ -1811,14 +1845,17 @@ fn config_json_gives_the_orca_key() {
     assert_eq!(c.collation.as_deref(), Some("user.3"));
     assert_eq!(c.priority, 5000);
     let mut q = Queue::new(Order::Lifo);
-    let (i, created) = q.enqueue(&c, b"{}", 10).unwrap();
+    let (i, created) = q
+        .enqueue(&c, b"{}", 10)
+        .map(|(i, p)| (i, p.created))
+        .unwrap();
     assert!(created);
     assert_eq!(i.release_at, 5010);
     assert_eq!(encode_key(&i.key).len(), 44);
     assert!(!encode_key(&i.key).contains('.'));
     // Without collation: a single reservation, not immediate.
     let c = parse_config(br#"{"key":"k2"}"#).unwrap();
-    let (i, _) = q.enqueue(&c, b"", 10).unwrap();
+    let (i, _) = q.enqueue(&c, b"", 10).map(|(i, p)| (i, p.created)).unwrap();
     assert_eq!(
         (i.immediate, i.collation.is_none(), i.release_at),
         (false, true, 10)
@@ -2080,7 +2117,10 @@ fn exercise(q: &mut Queue) -> Result<(), String> {
     // A crafted queue may sit at the end of its sequence range: then writes
     // are refused (with nothing changed), never half-done.
     let before = q.encode();
-    match q.enqueue(&cfg("fuzz-new", Some("user.1"), 10), b"n", 1_000) {
+    match q
+        .enqueue(&cfg("fuzz-new", Some("user.1"), 10), b"n", 1_000)
+        .map(|(i, p)| (i, p.created))
+    {
         Ok(_) => {}
         Err(e) if exhausted(&e) => {
             ensure!(q.encode() == before, "refused enqueue changed the queue")
@@ -2089,7 +2129,10 @@ fn exercise(q: &mut Queue) -> Result<(), String> {
     }
     q.check()?;
     let before = q.encode();
-    match q.put_immediate(&cfg("fuzz-imm", None, 0), b"i", 0) {
+    match q
+        .put_immediate(&cfg("fuzz-imm", None, 0), b"i", 0)
+        .map(|(i, p)| (i, p.created))
+    {
         Ok(_) => {}
         Err(e) if exhausted(&e) => ensure!(
             q.encode() == before,
@@ -2150,6 +2193,7 @@ fn decode_fuzz() {
             q.move_job(&k("j1"), Move::Release, 9).unwrap();
             q.move_job(&k("j2"), Move::Delay { buffer: 10 }, 9).unwrap();
             q.put_immediate(&cfg("imm", Some("team.2"), 0), b"payload", 3)
+                .map(|(i, p)| (i, p.created))
                 .unwrap();
             q.encode()
         }),
@@ -2251,7 +2295,10 @@ fn regression_decode_accepts_counters_it_cannot_reload() {
     let mut b = bytes.clone();
     b[10..18].copy_from_slice(&(i64::MAX / 2).to_le_bytes());
     if let Ok(mut d) = Queue::decode(&b) {
-        if d.enqueue(&cfg("b", None, 0), b"", 1).is_ok() {
+        if d.enqueue(&cfg("b", None, 0), b"", 1)
+            .map(|(i, p)| (i, p.created))
+            .is_ok()
+        {
             let again = Queue::decode(&d.encode());
             assert!(again.is_ok(), "next_seq = i64::MAX/2 accepted; one enqueue later the queue cannot be reloaded: {again:?}");
         }
@@ -2261,7 +2308,10 @@ fn regression_decode_accepts_counters_it_cannot_reload() {
 #[test]
 fn regression_enqueue_accepts_negative_now() {
     let mut q = Queue::new(Order::Lifo);
-    if q.enqueue(&cfg("neg", None, 10), b"", -5).is_ok() {
+    if q.enqueue(&cfg("neg", None, 10), b"", -5)
+        .map(|(i, p)| (i, p.created))
+        .is_ok()
+    {
         q.check().unwrap();
         let d = Queue::decode(&q.encode());
         assert!(

@@ -1128,7 +1128,7 @@ fn restore_refuses_forged_payloads() {
             let bad: Vec<u64> = match f.k {
                 K::Type => vec![0, 8, 0xff],
                 K::Flag => vec![2, 0xff],
-                K::Cause => vec![0, 3, 0xff],
+                K::Cause => vec![0, 4, 0xff],
                 K::Time | K::Score => vec![u64::MAX, (MAX_TIME + 1) as u64, 1 << 63],
                 K::Tie => vec![0, i64::MAX as u64, i64::MIN as u64],
                 K::Skey => vec![i64::MAX as u64, i64::MIN as u64],
@@ -2140,6 +2140,7 @@ const COMMANDS: &[(&str, i64, &[&str])] = &[
     ("orca.move", -4, &["write"]),
     ("orca.delete", 3, &["write", "fast"]),
     ("orca.pop", -2, &["write", "fast"]),
+    ("orca.mpop", -3, &["write", "movablekeys"]),
     ("orca.ack", -4, &["write", "fast"]),
     ("orca.nack", -4, &["write", "fast"]),
     // Documented as 5 arguments, but the server replicates it with `NOW <ms>`
@@ -2155,6 +2156,7 @@ const COMMANDS: &[(&str, i64, &[&str])] = &[
     ("orca.stats", 2, &["readonly"]),
     ("orca.settings", -2, &["write", "denyoom"]),
     ("orca.import", 3, &["write", "denyoom"]),
+    ("orca.gate", 4, &["write", "denyoom"]),
 ];
 
 /// A flat RESP2 field/value array as a map (values kept raw).
@@ -2210,6 +2212,36 @@ fn command_info_docs_getkeys_and_acl() {
             .map(|f| f.to_string())
             .collect();
         assert_eq!(got, want, "{name} flags");
+        if name == "orca.mpop" {
+            // numkeys at index 1, the queues after it: a keynum key spec.
+            assert_eq!(
+                (as_int(&info[3]), as_int(&info[4]), as_int(&info[5])),
+                (0, 0, 0),
+                "{name} keys"
+            );
+            let Value::Array(specs) = &info[8] else {
+                panic!("{name} key specs {:?}", info[8])
+            };
+            let spec = pairs(&specs[0]);
+            let find = pairs(&spec["find_keys"]);
+            assert_eq!(as_string(&find["type"]), "keynum");
+            let keys = strings(&ok(
+                &mut c,
+                &args![
+                    "COMMAND",
+                    "GETKEYS",
+                    "ORCA.MPOP",
+                    3,
+                    "a",
+                    "b",
+                    "c",
+                    "BLOCK",
+                    5
+                ],
+            ));
+            assert_eq!(keys, vec!["a", "b", "c"]);
+            continue;
+        }
         assert_eq!(
             (as_int(&info[3]), as_int(&info[4]), as_int(&info[5])),
             (1, 1, 1),

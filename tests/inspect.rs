@@ -1230,7 +1230,7 @@ fn info_orca_counts() {
 /// `orca.trust-client-clock`, which the harness turns on so tests may pin
 /// the clock (its real default, no, is checked in
 /// `trust_client_clock_is_off_by_default`).
-const DEFAULTS: [(&str, &str); 13] = [
+const DEFAULTS: [(&str, &str); 22] = [
     ("orca.trust-client-clock", "yes"),
     ("orca.move-to-back-buffer", "10000"),
     ("orca.default-order", "lifo"),
@@ -1244,6 +1244,15 @@ const DEFAULTS: [(&str, &str); 13] = [
     ("orca.max-queue-length", "10000000"),
     ("orca.max-key-length", "1024"),
     ("orca.max-collation-id-length", "256"),
+    ("orca.max-gate-length", "256"),
+    ("orca.job-lifetime", "0"),
+    ("orca.max-running", "0"),
+    ("orca.dead-max", "100000"),
+    ("orca.dead-ttl", "0"),
+    ("orca.result-max", "100000"),
+    ("orca.autodelay-window", "0"),
+    ("orca.autodelay-step", "0"),
+    ("orca.autodelay-cap", "0"),
 ];
 
 fn defaults_with(changes: &[(&str, &str)]) -> HashMap<String, String> {

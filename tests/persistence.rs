@@ -216,7 +216,14 @@ impl Workload {
             Some(k) if self.rng.chance(80) => self.rng.pick(&k).clone(),
             _ => key_of(&format!("j{}", self.rng.below(NAMES))),
         };
-        let moved = ["ERR no such job", "ERR immediate jobs cannot be moved"];
+        // A key that exists but is not in the queue order says why.
+        let moved = [
+            "ERR no such job",
+            "ERR immediate jobs cannot be moved",
+            "ERR job is running",
+            "ERR job is waiting to be retried",
+            "ERR job is a dead letter",
+        ];
         match self.rng.below(100) {
             0..=33 => {
                 let mut a = args!["ORCA.ENQUEUE", &q, self.config()];
@@ -1047,13 +1054,29 @@ fn import_roundtrip_and_fuzz() {
         "import fuzz: {} of 600 corrupted blobs accepted",
         accepted.len()
     );
-    // Whatever was accepted is a working queue, also after a reload.
+    // Whatever was accepted is a working queue, also after a reload: every
+    // job pops, unless a forged counter left the queue's sequence numbers
+    // exhausted (accepted so that any saved queue reloads; operations then
+    // refuse with a clear error, nothing changes).
     ok(&mut d, &args!["DEBUG", "RELOAD"]);
     for q in accepted.iter().chain(&queues) {
         assert_check(&mut d, q);
         let n = qlen(&mut d, q);
-        let popped = pop_all(&mut d, q);
-        assert_eq!(popped.len() as i64, n, "pops of {q}");
+        let mut popped = 0;
+        loop {
+            let v = raw(&mut d, &args!["ORCA.POP", q, "LEASE", "0"]);
+            match error_text(&v) {
+                Some(e) if accepted.contains(q) && e.contains("sequence numbers exhausted") => {
+                    break
+                }
+                Some(e) => panic!("POP of {q}: {e}"),
+                None if matches!(v, Value::Nil) => {
+                    assert_eq!(popped, n, "pops of {q}");
+                    break;
+                }
+                None => popped += 1,
+            }
+        }
         assert_check(&mut d, q);
     }
     let log = dst.log();

@@ -180,12 +180,15 @@ impl fmt::Debug for PJ {
     }
 }
 
-fn pj_parked(p: &Parked) -> PJ {
+fn pj_parked(q: &Queue, p: &Parked) -> PJ {
     PJ {
         payload: p.payload.to_vec(),
         created_at: p.created_at,
         attempts: p.attempts,
-        collation: p.collation.as_deref().map(str::to_string),
+        collation: q
+            .parked_info([0; 32], p, 0)
+            .collation
+            .map(|c| c.into_owned()),
         immediate: p.immediate,
     }
 }
@@ -240,13 +243,14 @@ fn core_states(q: &Queue, key: &JobKey) -> Result<Vec<S>, String> {
                     job: pj_info(&i),
                 }
             }
+            State::Held(..) => return Err("the worker model holds no jobs".into()),
             State::Delayed(k2, d) => {
                 if k2 != *key {
                     return Err(format!("states({}) names another key", kname(key)));
                 }
                 S::Delayed {
                     retry_at: d.retry_at,
-                    job: pj_parked(&d.job),
+                    job: pj_parked(q, &d.job),
                 }
             }
             State::Leased(k2, token, l) => {
@@ -257,7 +261,7 @@ fn core_states(q: &Queue, key: &JobKey) -> Result<Vec<S>, String> {
                     token,
                     deadline: l.deadline,
                     superseded: l.superseded,
-                    job: pj_parked(&l.job),
+                    job: pj_parked(q, &l.job),
                 }
             }
             State::Dead(k2, d) => {
@@ -267,7 +271,7 @@ fn core_states(q: &Queue, key: &JobKey) -> Result<Vec<S>, String> {
                 S::Dead {
                     died_at: d.died_at,
                     cause: d.cause,
-                    job: pj_parked(&d.job),
+                    job: pj_parked(q, &d.job),
                 }
             }
         });
@@ -291,7 +295,7 @@ fn core_dead_list(q: &Queue, offset: usize, limit: usize) -> Vec<DeadView> {
             key: kname(&key),
             died_at: d.died_at,
             cause: d.cause,
-            job: pj_parked(&d.job),
+            job: pj_parked(q, &d.job),
         })
         .collect()
 }
@@ -523,6 +527,19 @@ impl Model {
     }
 
     fn move_job(&mut self, key: &JobKey, release: bool) -> Result<(), QueueError> {
+        // A key that is not queued: the error says where it is instead
+        // (docs/commands.md, ORCA.MOVE).
+        if !self.queued.contains_key(key) {
+            return Err(if self.leases.values().any(|l| l.key == *key) {
+                QueueError::Leased
+            } else if let Some((retry_at, _)) = self.delayed.get(key) {
+                QueueError::Delayed(*retry_at)
+            } else if self.dead.contains_key(key) {
+                QueueError::Dead
+            } else {
+                QueueError::NoSuchJob
+            });
+        }
         let j = self.queued.get_mut(key).ok_or(QueueError::NoSuchJob)?;
         if j.immediate {
             return Err(QueueError::ImmediateNotMovable);
@@ -1116,8 +1133,13 @@ fn run_core(q: &mut Queue, op: &Op, policy: &Policy, keys: &[JobKey]) -> Out {
                 job_key: keys[*key],
                 collation: coll.map(str::to_string),
                 priority: *priority,
+                gate: None,
             };
-            Out::Put(q.enqueue(&c, payload, *now).map(|(i, c)| (conv(&i), c)))
+            Out::Put(
+                q.enqueue(&c, payload, *now)
+                    .map(|(i, p)| (i, p.created))
+                    .map(|(i, c)| (conv(&i), c)),
+            )
         }
         Op::Immediate {
             key,
@@ -1129,9 +1151,11 @@ fn run_core(q: &mut Queue, op: &Op, policy: &Policy, keys: &[JobKey]) -> Out {
                 job_key: keys[*key],
                 collation: coll.map(str::to_string),
                 priority: 0,
+                gate: None,
             };
             Out::Put(
                 q.put_immediate(&c, payload, *arrival)
+                    .map(|(i, p)| (i, p.created))
                     .map(|(i, c)| (conv(&i), c)),
             )
         }
@@ -2177,23 +2201,27 @@ fn cfg(name: &str, coll: Option<&str>, priority: i64) -> JobConfig {
         job_key: k(name),
         collation: coll.map(str::to_string),
         priority,
+        gate: None,
     }
 }
 
 fn enq(q: &mut Queue, name: &str, payload: &str, now: i64) {
     q.enqueue(&cfg(name, None, 0), payload.as_bytes(), now)
+        .map(|(i, p)| (i, p.created))
         .unwrap_or_else(|e| panic!("enqueue {name}: {e}"));
     q.check().unwrap();
 }
 
 fn enq_coll(q: &mut Queue, name: &str, coll: &str, priority: i64, now: i64) {
     q.enqueue(&cfg(name, Some(coll), priority), name.as_bytes(), now)
+        .map(|(i, p)| (i, p.created))
         .unwrap_or_else(|e| panic!("enqueue {name}: {e}"));
     q.check().unwrap();
 }
 
 fn imm(q: &mut Queue, name: &str, payload: &str, now: i64) {
     q.put_immediate(&cfg(name, None, 0), payload.as_bytes(), now)
+        .map(|(i, p)| (i, p.created))
         .unwrap_or_else(|e| panic!("put_immediate {name}: {e}"));
     q.check().unwrap();
 }
@@ -3504,7 +3532,9 @@ fn regression_pop_count_overruns_the_sequence_limit() {
             exhausted_err()
         );
         assert_eq!(
-            q.enqueue(&cfg("new", None, 0), b"n", 1_000).map(|_| ()),
+            q.enqueue(&cfg("new", None, 0), b"n", 1_000)
+                .map(|(i, p)| (i, p.created))
+                .map(|_| ()),
             exhausted_err()
         );
         assert_eq!(q.encode(), before);
@@ -3537,11 +3567,14 @@ fn regression_tick_overruns_the_sequence_limit() {
             exhausted_err()
         );
         assert_eq!(
-            q.enqueue(&cfg("new", None, 0), b"n", 10_000).map(|_| ()),
+            q.enqueue(&cfg("new", None, 0), b"n", 10_000)
+                .map(|(i, p)| (i, p.created))
+                .map(|_| ()),
             exhausted_err()
         );
         assert_eq!(
             q.put_immediate(&cfg("new", None, 0), b"n", 10_000)
+                .map(|(i, p)| (i, p.created))
                 .map(|_| ()),
             exhausted_err()
         );
@@ -3575,7 +3608,9 @@ fn loaders_accept_counters_up_to_seq_load_limit() {
         exhausted_err()
     );
     assert_eq!(
-        d.enqueue(&cfg("new", None, 0), b"n", 100).map(|_| ()),
+        d.enqueue(&cfg("new", None, 0), b"n", 100)
+            .map(|(i, p)| (i, p.created))
+            .map(|_| ()),
         exhausted_err()
     );
     assert_eq!(d.encode(), before);

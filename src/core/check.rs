@@ -18,14 +18,19 @@ struct Reservations {
     per_collation: HashMap<u32, usize>,
     /// Reservations owned by single jobs.
     singles: usize,
+    /// Every nonce in use.
+    nonces: HashSet<u64>,
 }
 
 /// What the walk over the jobs counted.
 struct Jobs {
-    /// Jobs naming each collation.
+    /// References to each collation: jobs naming it (stacked, single,
+    /// held), parked jobs naming it, its submission window.
     refs: HashMap<u32, u32>,
     /// Jobs in a collation stack.
     collated: usize,
+    /// Jobs held behind gates.
+    held: usize,
 }
 
 impl Queue {
@@ -34,9 +39,10 @@ impl Queue {
         self.index.check_structure()?;
         let res = self.check_reservation_owners()?;
         self.check_nonces()?;
-        let jobs = self.check_jobs()?;
+        let jobs = self.check_jobs(&res)?;
         let stacked = self.check_collations(&res, &jobs)?;
         self.check_totals(&res, &jobs, stacked)?;
+        self.check_policies()?;
         self.check_work()
     }
 
@@ -91,6 +97,7 @@ impl Queue {
         Ok(Reservations {
             per_collation,
             singles,
+            nonces: all_nonces,
         })
     }
 
@@ -105,12 +112,16 @@ impl Queue {
         Ok(())
     }
 
-    /// Invariant 1 (and 2 for single jobs): every job is found by its key
-    /// and names a live collation; a job outside a stack holds a reservation
-    /// in the order; attempts are kept only for live jobs.
-    fn check_jobs(&self) -> Result<Jobs, String> {
+    /// Invariant 1 (and 2 for single and held jobs): every job is found by
+    /// its key and names a live collation; a job outside a stack holds a
+    /// reservation in the order, or is held (behind a closed gate, with an
+    /// arrival sequence number no reservation uses); attempts are kept only
+    /// for live jobs. Also counts the references to each collation.
+    fn check_jobs(&self, res: &Reservations) -> Result<Jobs, String> {
         let mut refs: HashMap<u32, u32> = HashMap::new();
         let mut collated = 0usize;
+        let mut held = 0usize;
+        let mut held_seqs: HashSet<u64> = HashSet::new();
         for (j, job) in self.jobs.iter() {
             if self.job_id(&job.key) != Some(j) {
                 return Err("a job cannot be found by its key".into());
@@ -121,7 +132,29 @@ impl Queue {
                 }
                 *refs.entry(c).or_insert(0) += 1;
             }
-            if job.collated() {
+            if job.held() {
+                let seq = job.skey.unsigned_abs();
+                let h = self.gates.get(j).ok_or("a held job is behind no gate")?;
+                if job.collated()
+                    || job.link != super::slab::NIL
+                    || seq == 0
+                    || seq >= self.next_seq as u64
+                    || (job.skey < 0 && (job.coll_id().is_none() || h.immediate))
+                    || res.nonces.contains(&seq)
+                    || !held_seqs.insert(seq)
+                {
+                    return Err("a held job is malformed or its arrival collides".into());
+                }
+                let release = if h.immediate {
+                    job.created_at
+                } else {
+                    job.created_at.saturating_add(h.priority)
+                };
+                if release != h.release || !valid_time(release) {
+                    return Err("a held job's release time is wrong".into());
+                }
+                held += 1;
+            } else if job.collated() {
                 collated += 1;
             } else if !self.index.is_live(job.link) || self.index.val(job.link) != j {
                 return Err("a job's reservation is not in the order".into());
@@ -137,7 +170,32 @@ impl Queue {
         {
             return Err("attempts kept for a missing job".into());
         }
-        Ok(Jobs { refs, collated })
+        let w = &self.work;
+        let parked = w
+            .leases
+            .values()
+            .map(|l| &l.job)
+            .chain(w.delayed.values().map(|d| &d.job))
+            .chain(w.dead.values().map(|d| &d.job));
+        for p in parked {
+            if let Some(c) = p.coll_id() {
+                if self.colls.get(c).is_none() {
+                    return Err("a parked job names a missing collation".into());
+                }
+                *refs.entry(c).or_insert(0) += 1;
+            }
+        }
+        for (c, _) in self.window.records() {
+            if self.colls.get(c).is_none() {
+                return Err("a submission window names a missing collation".into());
+            }
+            *refs.entry(c).or_insert(0) += 1;
+        }
+        Ok(Jobs {
+            refs,
+            collated,
+            held,
+        })
     }
 
     /// Invariants 2 and 5: each collation is stored in its canonical form
@@ -197,7 +255,8 @@ impl Queue {
         if stacked != jobs.collated {
             return Err("a collated job is in no collation stack (invariant 2)".into());
         }
-        if res.singles + jobs.collated != self.jobs.len()
+        if res.singles + jobs.collated + jobs.held != self.jobs.len()
+            || jobs.held != self.gates.held_count()
             || res.singles + stacked != self.index.len()
         {
             return Err(format!(
@@ -209,6 +268,54 @@ impl Queue {
         let payload: usize = self.jobs.iter().map(|(_, j)| j.payload.len()).sum();
         if payload != self.payload_bytes {
             return Err("payload accounting is off".into());
+        }
+        Ok(())
+    }
+
+    /// Gates, the submission window and the running caps agree with the
+    /// queue: every closed gate's members are held jobs; each window is
+    /// sorted; running counts equal the leases per collation, and with a
+    /// cap the eligibility index holds exactly every single reservation and
+    /// the earliest reservation of each collation below its cap.
+    fn check_policies(&self) -> Result<(), String> {
+        self.gates.check()?;
+        self.window.check()?;
+        if !self.settings.autodelay.on() && !self.window.is_empty() {
+            return Err("a submission window without an auto delay".into());
+        }
+        let mut running: HashMap<u32, u32> = HashMap::new();
+        for l in self.work.leases.values() {
+            if let Some(c) = l.job.coll_id() {
+                *running.entry(c).or_insert(0) += 1;
+            }
+        }
+        if &running != self.caps.running_counts() {
+            return Err("running counts disagree with the leases".into());
+        }
+        if self.caps.max() != self.settings.max_running {
+            return Err("the running cap disagrees with the settings".into());
+        }
+        let (eligible, heads) = self.caps.index();
+        let mut want: HashSet<(super::reservation::ResKey, u32)> = HashSet::new();
+        let mut want_heads: HashMap<u32, (super::reservation::ResKey, u32)> = HashMap::new();
+        if self.caps.on() {
+            for (_, n) in self.singles() {
+                want.insert((self.rk(n), n));
+            }
+            for (c, rec) in self.colls.recs.iter() {
+                if rec.len > 0 && self.caps.running(c) < self.caps.max() {
+                    if let Some(n) = self.colls.first_res(c) {
+                        want.insert((self.rk(n), n));
+                        want_heads.insert(c, (self.rk(n), n));
+                    }
+                }
+            }
+        }
+        if eligible.len() != want.len()
+            || eligible.iter().any(|e| !want.contains(e))
+            || heads != &want_heads
+        {
+            return Err("the eligibility index of the running cap is stale".into());
         }
         Ok(())
     }
@@ -242,10 +349,7 @@ impl Queue {
             {
                 return Err("a lease is out of range or missing from the lease order".into());
             }
-            if !valid_time(l.deadline)
-                || !valid_time(l.job.created_at)
-                || !name_ok(&l.job.collation)
-            {
+            if !valid_time(l.deadline) || !valid_time(l.job.created_at) {
                 return Err("a lease holds an invalid job".into());
             }
             if w.cancelled.contains_key(token) {
@@ -270,7 +374,8 @@ impl Queue {
     fn check_delayed(&self) -> Result<usize, String> {
         let w = &self.work;
         let mut bytes = 0usize;
-        if w.delayed.len() != w.delayed_order.len() {
+        if w.delayed.len() != w.delayed_order.len() || w.delayed.len() != w.delayed_by_arrival.len()
+        {
             return Err("retry order and delayed jobs disagree".into());
         }
         for (key, d) in &w.delayed {
@@ -279,7 +384,7 @@ impl Queue {
             }
             if !valid_time(d.retry_at)
                 || !valid_time(d.job.created_at)
-                || !name_ok(&d.job.collation)
+                || !w.delayed_by_arrival.contains(&(d.job.created_at, *key))
             {
                 return Err("a delayed job is invalid".into());
             }
@@ -303,8 +408,7 @@ impl Queue {
             {
                 return Err("a dead job is missing from the dead order or out of range".into());
             }
-            if !valid_time(d.died_at) || !valid_time(d.job.created_at) || !name_ok(&d.job.collation)
-            {
+            if !valid_time(d.died_at) || !valid_time(d.job.created_at) {
                 return Err("a dead job is invalid".into());
             }
             bytes += d.job.payload.len();
@@ -345,9 +449,4 @@ impl Queue {
         }
         Ok(())
     }
-}
-
-/// A parked job's collation name, if any, is valid.
-fn name_ok(c: &Option<std::rc::Rc<str>>) -> bool {
-    c.as_deref().is_none_or(valid_collation_name)
 }

@@ -1,29 +1,39 @@
-//! The serialized form of a queue (RDB, `DUMP`/`RESTORE`, digests).
+//! The serialized form of a queue (RDB, `DUMP`/`RESTORE`, digests, AOF
+//! rewrite without preamble).
 //!
-//! A queue is written as one header followed by self-contained *units*: a
-//! single job (immediate or without collation) with its reservation, or one
-//! whole collation (its stack in pop order and its reservations). Each unit
-//! is valid on its own, so a loader can check each before accepting it and
-//! never holds a half-built queue. Units come in a canonical order (single
-//! jobs in reservation order, collations by name), so two equal queues encode
-//! to the same bytes and the digest compares them.
+//! A queue is written as one header (version, settings, counters) followed
+//! by self-contained *units*: a single job (immediate or without collation)
+//! with its reservation, one whole collation (its stack in pop order with
+//! stack keys, and its reservations), a held job, an empty closed gate, a
+//! collation's submission window, a lease, a delayed job, a dead letter, a
+//! result, a cancelled lease. Each unit is valid on its own, so a loader can
+//! check each before accepting it and never holds a half-built queue; units
+//! may come in any order. They are written in a canonical order (single jobs
+//! in reservation order, collations by name, ...), so two equal queues
+//! encode to the same bytes and the digest compares them.
 //!
 //! Decoding treats the bytes as hostile: every length is bounded by what is
 //! left, nothing is indexed blindly, and the result passes `Queue::check`.
+//!
+//! Versions: 1 (order and counters in the header; stacks without keys) and 2
+//! (settings in the header, stack keys, held jobs, gates, windows). A loader
+//! reads both and refuses newer ones.
 
-use std::collections::HashSet;
-use std::rc::Rc;
+use std::collections::{HashSet, VecDeque};
 
 use super::config::{valid_collation_name, JobKey};
 use super::error::QueueError;
-use super::limits::{MAX_TIME, SEQ_LOAD_LIMIT};
-use super::queue::{LoadedJob, Order, Queue, ResKey, IMMEDIATE};
-use super::work::{Dead, DeathCause, Delayed, Lease, Parked, StoredResult};
+use super::limits::{valid_time, MAX_TIME, SEQ_LOAD_LIMIT};
+use super::queue::{LoadedJob, Order, Queue, ResKey, Settings, IMMEDIATE};
+use super::settings::{AutoDelay, MAX_COUNT_SETTING};
+use super::slab::NIL;
+use super::work::{Dead, DeathCause, Lease, Parked, StoredResult};
 
 /// Encoding versions. A loader reads every version up to `ENCODING_CURRENT`
 /// and refuses newer ones.
 pub const ENCODING_V1: u8 = 1;
-/// Version 2: each job of a collation unit carries its stack key.
+/// Version 2: settings in the header, stack keys, held jobs, gates,
+/// submission windows.
 pub const ENCODING_V2: u8 = 2;
 pub const ENCODING_CURRENT: u8 = ENCODING_V2;
 
@@ -47,6 +57,12 @@ const UNIT_DELAYED: u8 = 4;
 const UNIT_DEAD: u8 = 5;
 const UNIT_RESULT: u8 = 6;
 const UNIT_CANCELLED: u8 = 7;
+const UNIT_HELD: u8 = 8;
+const UNIT_GATE: u8 = 9;
+const UNIT_WINDOW: u8 = 10;
+
+/// Longest gate name a loader accepts (bytes).
+pub const MAX_GATE_NAME: usize = 1 << 20;
 
 fn corrupt(msg: &str) -> QueueError {
     QueueError::Corrupt(msg.to_string())
@@ -71,17 +87,20 @@ impl Writer {
         self.u64(b.len() as u64);
         self.0.extend_from_slice(b);
     }
-    fn parked(&mut self, p: &Parked) {
-        self.i64(p.created_at);
-        self.u32(p.attempts);
-        self.u8(p.immediate as u8);
-        match &p.collation {
+    fn optional_name(&mut self, name: Option<&str>) {
+        match name {
             Some(c) => {
                 self.u8(1);
                 self.bytes(c.as_bytes());
             }
             None => self.u8(0),
         }
+    }
+    fn parked(&mut self, p: &Parked, collation: Option<&str>) {
+        self.i64(p.created_at);
+        self.u32(p.attempts);
+        self.u8(p.immediate as u8);
+        self.optional_name(collation);
         self.bytes(&p.payload);
     }
     fn job(&mut self, key: &JobKey, created_at: i64, attempts: u32, payload: &[u8]) {
@@ -131,6 +150,13 @@ impl<'a> Reader<'a> {
         let n = usize::try_from(n).map_err(|_| corrupt("length too large"))?;
         self.take(n)
     }
+    fn flag(&mut self, what: &str) -> Result<bool, QueueError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(QueueError::Corrupt(format!("bad {what} flag"))),
+        }
+    }
     fn key(&mut self) -> Result<JobKey, QueueError> {
         let mut k = [0u8; 32];
         k.copy_from_slice(self.take(32)?);
@@ -140,7 +166,7 @@ impl<'a> Reader<'a> {
         let score = self.i64()?;
         let tie = self.i64()?;
         let nonce = self.u64()?;
-        if !(0..=MAX_TIME).contains(&score) {
+        if !valid_time(score) {
             return Err(corrupt("reservation score out of range"));
         }
         if tie == 0
@@ -155,7 +181,7 @@ impl<'a> Reader<'a> {
     fn job(&mut self) -> Result<(JobKey, i64, u32, &'a [u8]), QueueError> {
         let key = self.key()?;
         let created_at = self.i64()?;
-        if !(0..=MAX_TIME).contains(&created_at) {
+        if !valid_time(created_at) {
             return Err(corrupt("created_at out of range"));
         }
         let attempts = self.u32()?;
@@ -164,7 +190,7 @@ impl<'a> Reader<'a> {
     }
     fn time(&mut self) -> Result<i64, QueueError> {
         let t = self.i64()?;
-        if !(0..=MAX_TIME).contains(&t) {
+        if !valid_time(t) {
             return Err(corrupt("time out of range"));
         }
         Ok(t)
@@ -176,14 +202,17 @@ impl<'a> Reader<'a> {
         }
         Ok(t)
     }
+    fn skey(&mut self) -> Result<i64, QueueError> {
+        let skey = self.i64()?;
+        if !(-SEQ_LOAD_LIMIT + 1..SEQ_LOAD_LIMIT).contains(&skey) {
+            return Err(corrupt("stack key out of range"));
+        }
+        Ok(skey)
+    }
     fn parked(&mut self) -> Result<RawParked<'a>, QueueError> {
         let created_at = self.time()?;
         let attempts = self.u32()?;
-        let immediate = match self.u8()? {
-            0 => false,
-            1 => true,
-            _ => return Err(corrupt("bad immediate flag")),
-        };
+        let immediate = self.flag("immediate")?;
         let collation = self.optional_collation()?;
         let payload = self.bytes()?;
         Ok((created_at, attempts, immediate, collation, payload))
@@ -197,7 +226,6 @@ impl<'a> Reader<'a> {
         }
         Ok(name)
     }
-
     /// A flag byte, then the collation name if the flag is 1.
     fn optional_collation(&mut self) -> Result<Option<&'a str>, QueueError> {
         match self.u8()? {
@@ -206,7 +234,13 @@ impl<'a> Reader<'a> {
             _ => Err(corrupt("bad collation flag")),
         }
     }
-
+    fn gate_name(&mut self) -> Result<&'a [u8], QueueError> {
+        let g = self.bytes()?;
+        if g.is_empty() || g.len() > MAX_GATE_NAME {
+            return Err(corrupt("gate name empty or too long"));
+        }
+        Ok(g)
+    }
     fn done(&self) -> Result<(), QueueError> {
         if self.buf.is_empty() {
             Ok(())
@@ -216,24 +250,41 @@ impl<'a> Reader<'a> {
     }
 }
 
+fn order_byte(o: Order) -> u8 {
+    match o {
+        Order::Lifo => 0,
+        Order::Fifo => 1,
+    }
+}
+
 impl Queue {
-    /// The header: encoding version, collation order and the counters.
+    /// The header: encoding version, settings and the counters.
     pub fn encode_header(&self) -> Vec<u8> {
-        let mut w = Writer(Vec::with_capacity(18));
+        let s = &self.settings;
+        let mut w = Writer(Vec::with_capacity(82));
         w.u8(ENCODING_CURRENT);
-        w.u8(match self.order {
-            Order::Lifo => 0,
-            Order::Fifo => 1,
-        });
+        w.u8(order_byte(s.order));
         w.i64(self.next_seq);
         w.i64(self.front_tie);
+        w.i64(s.lifetime);
+        w.i64(s.autodelay.window);
+        w.i64(s.autodelay.step);
+        w.i64(s.autodelay.cap);
+        w.u32(s.max_running);
+        w.u64(s.dead_max);
+        w.i64(s.dead_ttl);
+        w.u64(s.result_max);
         w.0
     }
 
     /// Number of units `for_each_unit` produces.
     pub fn unit_count(&self) -> usize {
+        let gates = self.gates.gates().filter(|g| g.members.is_empty()).count();
         (self.len() - self.stacked_jobs())
             + self.colls.active
+            + self.gates.held_count()
+            + gates
+            + self.window.len()
             + self.work.leases.len()
             + self.work.delayed.len()
             + self.work.dead.len()
@@ -244,19 +295,14 @@ impl Queue {
     /// Call `f` with each encoded unit, in canonical order.
     pub fn for_each_unit(&self, mut f: impl FnMut(&[u8])) {
         let mut w = Writer(Vec::new());
+        let name = |c: u32| (c != NIL).then(|| self.name_of(c));
         for (j, n) in self.singles() {
             let job = &self.jobs[j];
             let rk = self.rk(n);
             w.0.clear();
             w.u8(UNIT_SINGLE);
             w.job(&job.key, job.created_at, self.job_attempts(j), &job.payload);
-            match self.coll_name(job) {
-                Some(c) => {
-                    w.u8(1);
-                    w.bytes(c.as_bytes());
-                }
-                None => w.u8(0),
-            }
+            w.optional_name(self.coll_name(job).as_deref());
             w.i64(rk.score);
             w.i64(rk.tie);
             w.u64(self.nonce_of(n));
@@ -281,6 +327,51 @@ impl Queue {
             }
             f(&w.0);
         }
+        let mut gates: Vec<&super::gates::Gate> = self.gates.gates().collect();
+        gates.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        for g in &gates {
+            for (_, j) in &g.members {
+                let (Some(job), Some(h)) = (self.jobs.get(*j), self.gates.get(*j)) else {
+                    continue;
+                };
+                w.0.clear();
+                w.u8(UNIT_HELD);
+                w.job(
+                    &job.key,
+                    job.created_at,
+                    self.job_attempts(*j),
+                    &job.payload,
+                );
+                w.optional_name(self.coll_name(job).as_deref());
+                w.bytes(&g.name);
+                w.i64(job.skey);
+                w.i64(h.priority);
+                w.u8(h.immediate as u8);
+                f(&w.0);
+            }
+            if g.members.is_empty() {
+                w.0.clear();
+                w.u8(UNIT_GATE);
+                w.bytes(&g.name);
+                f(&w.0);
+            }
+        }
+        let mut windows: Vec<(std::borrow::Cow<'_, str>, &VecDeque<i64>)> = self
+            .window
+            .records()
+            .map(|(c, t)| (self.name_of(c), t))
+            .collect();
+        windows.sort_unstable();
+        for (coll, times) in windows {
+            w.0.clear();
+            w.u8(UNIT_WINDOW);
+            w.bytes(coll.as_bytes());
+            w.u64(times.len() as u64);
+            for t in times {
+                w.i64(*t);
+            }
+            f(&w.0);
+        }
         let work = &self.work;
         let mut tokens: Vec<&u64> = work.leases.keys().collect();
         tokens.sort_unstable();
@@ -292,7 +383,7 @@ impl Queue {
             w.0.extend_from_slice(&l.key);
             w.i64(l.deadline);
             w.u8(l.superseded as u8);
-            w.parked(&l.job);
+            w.parked(&l.job, name(l.job.coll).as_deref());
             f(&w.0);
         }
         for (_, key) in &work.delayed_order {
@@ -303,7 +394,7 @@ impl Queue {
             w.u8(UNIT_DELAYED);
             w.0.extend_from_slice(key);
             w.i64(d.retry_at);
-            w.parked(&d.job);
+            w.parked(&d.job, name(d.job.coll).as_deref());
             f(&w.0);
         }
         for (_, _, key) in &work.dead_order {
@@ -316,7 +407,7 @@ impl Queue {
             w.i64(d.died_at);
             w.i64(d.seq);
             w.u8(d.cause as u8);
-            w.parked(&d.job);
+            w.parked(&d.job, name(d.job.coll).as_deref());
             f(&w.0);
         }
         for (_, key) in &work.result_order {
@@ -370,9 +461,43 @@ impl Queue {
     }
 
     /// Merge `other` into `self` (for `ORCA.IMPORT` into an existing queue).
-    /// Refused, with nothing changed, if any job key, reservation or
-    /// collation of `other` is already here. `self`'s order is kept.
-    pub fn absorb(&mut self, mut other: Queue) -> Result<(), QueueError> {
+    /// Refused, with nothing changed, if anything of `other` collides with
+    /// what `self` holds (a job key, a reservation, a nonce, a collation
+    /// stack, a window, a lease token, a delayed/dead/result key). `self`'s
+    /// settings are kept; closed gates merge.
+    pub fn absorb(&mut self, other: Queue) -> Result<(), QueueError> {
+        self.absorb_check(&other)?;
+        // Apply `other` unit by unit through the loader, which cannot fail
+        // now but for an internal error.
+        // The merged counters, first: the units' sequence numbers (stack
+        // keys, held arrivals) are below `other`'s.
+        self.next_seq = self.next_seq.max(other.next_seq);
+        self.front_tie = self.front_tie.min(other.front_tie);
+        let mut b = QueueBuilder {
+            q: std::mem::replace(self, Queue::new(Order::Lifo)),
+            version: ENCODING_CURRENT,
+            max_seq: other.next_seq.saturating_sub(1),
+            min_tie: other.front_tie,
+            empty_gates: HashSet::new(),
+        };
+        let mut failed = None;
+        other.for_each_unit(|u| {
+            if failed.is_none() {
+                if let Err(e) = b.add_unit(u) {
+                    failed = Some(e);
+                }
+            }
+        });
+        let result = match failed {
+            Some(e) => Err(e),
+            None => b.settle(),
+        };
+        *self = b.q;
+        result
+    }
+
+    /// Everything `absorb` must refuse before changing anything.
+    fn absorb_check(&self, other: &Queue) -> Result<(), QueueError> {
         for (_, job) in other.jobs.iter() {
             if self.contains(&job.key) {
                 return Err(corrupt("imported job already in the queue"));
@@ -388,6 +513,14 @@ impl Queue {
                 return Err(corrupt("imported collation already in the queue"));
             }
         }
+        for (c, _) in other.window.records() {
+            if self
+                .coll_id(&other.name_of(c))
+                .is_some_and(|mine| self.window.records().any(|(x, _)| x == mine))
+            {
+                return Err(corrupt("imported submission window already in the queue"));
+            }
+        }
         // The merged counters must leave room for every pending lease and
         // retry (each tick requeue or burial takes a number), as a loaded
         // queue's do, so the result can always be saved and loaded again.
@@ -399,19 +532,14 @@ impl Queue {
         if merged_next.saturating_add(pending as i64) > SEQ_LOAD_LIMIT {
             return Err(corrupt("counters out of range"));
         }
-        // Nonces are unique in the whole queue (invariant 4): O(n) here.
-        // Imports are rare (loading an AOF written without RDB preamble
-        // applies one per batch of 512 units, so that load is quadratic in
-        // a huge queue: docs/operations.md recommends the preamble).
-        if !other.index.is_empty() {
-            let mine: HashSet<u64> = self.index.iter().map(|n| self.nonce_of(n)).collect();
-            if other
-                .index
-                .iter()
-                .any(|n| mine.contains(&other.nonce_of(n)))
-            {
-                return Err(corrupt("imported nonces collide with the queue's"));
-            }
+        // Nonces (and the sequence numbers held jobs will use as nonces)
+        // are unique in the whole queue (invariant 4): O(n) here. Imports
+        // are rare (loading an AOF written without RDB preamble applies one
+        // per batch of 512 units, so that load is quadratic in a huge
+        // queue: docs/operations.md recommends the preamble).
+        let theirs = other.nonce_set();
+        if !theirs.is_empty() && self.nonce_set().intersection(&theirs).next().is_some() {
+            return Err(corrupt("imported nonces collide with the queue's"));
         }
         let (mine, theirs) = (&self.work, &other.work);
         if theirs
@@ -432,39 +560,25 @@ impl Queue {
         }
         // Room for every record (checked now: nothing may change on refusal).
         let max = super::slab::MAX_ID as usize;
-        if self.len() + other.len() >= max
-            || self.index.len() + other.index.len() >= max
+        if self.jobs.len() + other.jobs.len() >= max
+            || self.index.len() + other.index.len() + other.gates.held_count() >= max
             || self.colls.records() + other.colls.records() >= max
         {
             return Err(QueueError::Full);
         }
-        let (next_seq, front_tie) = (other.next_seq, other.front_tie);
-        let (singles, colls) = other.drain_units()?;
-        let work = std::mem::take(&mut other.work);
-        let lease_bytes: usize = work.leases.values().map(|l| l.job.payload.len()).sum();
-        for (token, lease) in work.leases {
-            self.lease_insert(token, lease);
-        }
-        let w = &mut self.work;
-        w.delayed.extend(work.delayed);
-        w.delayed_order.extend(work.delayed_order);
-        w.dead.extend(work.dead);
-        w.dead_order.extend(work.dead_order);
-        w.results.extend(work.results);
-        w.result_order.extend(work.result_order);
-        w.cancelled.extend(work.cancelled);
-        w.cancelled_order.extend(work.cancelled_order);
-        // lease_insert counted the leases' payloads already.
-        w.bytes += work.bytes - lease_bytes;
-        for (job, name, rk, nonce, immediate) in singles {
-            self.load_single(job, name.as_deref(), rk, nonce, immediate)?;
-        }
-        for (name, jobs, res) in colls {
-            self.load_collation(&name, jobs, res)?;
-        }
-        self.next_seq = self.next_seq.max(next_seq);
-        self.front_tie = self.front_tie.min(front_tie);
         Ok(())
+    }
+
+    /// Every nonce in use or promised to a held job.
+    fn nonce_set(&self) -> HashSet<u64> {
+        let mut s: HashSet<u64> = self.index.iter().map(|n| self.nonce_of(n)).collect();
+        s.extend(
+            self.jobs
+                .iter()
+                .filter(|(_, j)| j.held())
+                .map(|(_, j)| j.skey.unsigned_abs()),
+        );
+        s
     }
 
     /// Inverse of `encode`.
@@ -488,6 +602,8 @@ pub struct QueueBuilder {
     version: u8,
     max_seq: i64,
     min_tie: i64,
+    /// Gates declared closed and empty by a gate unit.
+    empty_gates: HashSet<Vec<u8>>,
 }
 
 impl QueueBuilder {
@@ -509,12 +625,34 @@ impl QueueBuilder {
         };
         let next_seq = r.i64()?;
         let front_tie = r.i64()?;
+        let mut settings = Settings {
+            order,
+            ..Settings::default()
+        };
+        if version >= ENCODING_V2 {
+            settings.lifetime = r.i64()?;
+            settings.autodelay = AutoDelay {
+                window: r.i64()?,
+                step: r.i64()?,
+                cap: r.i64()?,
+            };
+            settings.max_running = r.u32()?;
+            settings.dead_max = r.u64()?;
+            settings.dead_ttl = r.i64()?;
+            settings.result_max = r.u64()?;
+            if settings.dead_max > MAX_COUNT_SETTING || settings.result_max > MAX_COUNT_SETTING {
+                return Err(corrupt("settings out of range"));
+            }
+            settings
+                .validate()
+                .map_err(|e| QueueError::Corrupt(format!("settings: {e}")))?;
+        }
         r.done()?;
         if !(1..=SEQ_LOAD_LIMIT).contains(&next_seq) || !(-SEQ_LOAD_LIMIT..=0).contains(&front_tie)
         {
             return Err(corrupt("counters out of range"));
         }
-        let mut q = Queue::new(order);
+        let mut q = Queue::with_settings(settings);
         q.next_seq = next_seq;
         q.front_tie = front_tie;
         Ok(QueueBuilder {
@@ -522,18 +660,35 @@ impl QueueBuilder {
             version,
             max_seq: 0,
             min_tie: 0,
+            empty_gates: HashSet::new(),
         })
     }
 
-    fn parked(&self, r: &mut Reader<'_>) -> Result<Parked, QueueError> {
-        let (created_at, attempts, immediate, collation, payload) = r.parked()?;
+    /// A parked job read from a unit: its collation is acquired (the parked
+    /// job holds that reference).
+    fn parked(&mut self, raw: RawParked<'_>) -> Result<Parked, QueueError> {
+        let (created_at, attempts, immediate, collation, payload) = raw;
+        let coll = match collation {
+            Some(name) => self.q.colls.acquire(name)?,
+            None => NIL,
+        };
         Ok(Parked {
             payload: payload.into(),
             created_at,
             attempts,
-            collation: collation.map(Rc::from),
+            coll,
             immediate,
         })
+    }
+
+    /// A stack key (or a held job's arrival) was taken from the queue's
+    /// sequence before it was saved: below the header's counter. (Keys past
+    /// it would not stay below later arrivals.)
+    fn check_skey(&self, skey: i64) -> Result<(), QueueError> {
+        if skey.unsigned_abs() >= self.q.next_seq.unsigned_abs() {
+            return Err(corrupt("stack key beyond the queue's sequence"));
+        }
+        Ok(())
     }
 
     fn note(&mut self, rk: ResKey, nonce: u64) {
@@ -547,7 +702,11 @@ impl QueueBuilder {
             return Err(save_failed());
         }
         let mut r = Reader { buf: unit };
-        match r.u8()? {
+        let kind = r.u8()?;
+        if kind >= UNIT_HELD && self.version < ENCODING_V2 {
+            return Err(corrupt("unknown unit type"));
+        }
+        match kind {
             UNIT_SINGLE => self.add_single(&mut r),
             UNIT_COLLATION => self.add_collation(&mut r),
             UNIT_LEASE => self.add_lease(&mut r),
@@ -555,6 +714,9 @@ impl QueueBuilder {
             UNIT_DEAD => self.add_dead(&mut r),
             UNIT_RESULT => self.add_result(&mut r),
             UNIT_CANCELLED => self.add_cancelled(&mut r),
+            UNIT_HELD => self.add_held(&mut r),
+            UNIT_GATE => self.add_gate(&mut r),
+            UNIT_WINDOW => self.add_window(&mut r),
             _ => Err(corrupt("unknown unit type")),
         }
     }
@@ -564,11 +726,7 @@ impl QueueBuilder {
         let (key, created_at, attempts, payload) = r.job()?;
         let collation = r.optional_collation()?;
         let (rk, nonce) = r.res()?;
-        let immediate = match r.u8()? {
-            0 => false,
-            1 => true,
-            _ => return Err(corrupt("bad immediate flag")),
-        };
+        let immediate = r.flag("immediate")?;
         r.done()?;
         if rk.tie < 0 && !immediate {
             return Err(corrupt("front reservation of a job that is not immediate"));
@@ -589,7 +747,8 @@ impl QueueBuilder {
         )
     }
 
-    /// A whole collation: its stack in pop order, then its reservations.
+    /// A whole collation: its stack in pop order (with stack keys since
+    /// version 2), then its reservations.
     fn add_collation(&mut self, r: &mut Reader<'_>) -> Result<(), QueueError> {
         let name = r.collation_name()?;
         if self.q.has_collation(name) {
@@ -603,17 +762,13 @@ impl QueueBuilder {
         for i in 0..m {
             let (key, created_at, attempts, payload) = r.job()?;
             let skey = if self.version >= ENCODING_V2 {
-                let skey = r.i64()?;
-                if !(-SEQ_LOAD_LIMIT + 1..SEQ_LOAD_LIMIT).contains(&skey) {
-                    return Err(corrupt("stack key out of range"));
-                }
-                skey
+                r.skey()?
             } else {
                 // Version 1 kept the stack's order only: keys below every
                 // key a later arrival or move takes (those are +-seq).
                 (i as i64).saturating_sub(m.min(SEQ_LOAD_LIMIT as u64) as i64)
             };
-            self.max_seq = self.max_seq.max(skey.saturating_abs());
+            self.check_skey(skey)?;
             jobs.push(LoadedJob {
                 key,
                 created_at,
@@ -641,22 +796,103 @@ impl QueueBuilder {
         self.q.load_collation(name, jobs, res)
     }
 
+    /// A job held behind a closed gate (which the unit closes if needed).
+    fn add_held(&mut self, r: &mut Reader<'_>) -> Result<(), QueueError> {
+        let (key, created_at, attempts, payload) = r.job()?;
+        let collation = r.optional_collation()?;
+        let gate = r.gate_name()?;
+        let skey = r.skey()?;
+        let priority = r.time()?;
+        let immediate = r.flag("immediate")?;
+        r.done()?;
+        let seq = skey.saturating_abs();
+        if seq == 0 || (skey < 0 && (collation.is_none() || immediate)) {
+            return Err(corrupt("held job with a bad arrival"));
+        }
+        self.check_skey(skey)?;
+        if !immediate
+            && created_at
+                .checked_add(priority)
+                .is_none_or(|t| t > MAX_TIME)
+        {
+            return Err(corrupt("held job released out of range"));
+        }
+        if self.empty_gates.contains(gate) {
+            return Err(corrupt("held job behind a gate declared empty"));
+        }
+        if self.q.contains(&key) {
+            return Err(corrupt("duplicate job key"));
+        }
+        self.q.room()?;
+        let g = self.q.gates.close(gate);
+        let j = self
+            .q
+            .new_job(key, payload.into(), created_at, attempts, collation)?;
+        self.q.jobs[j].skey = skey;
+        self.q.hold(j, g, seq, priority, immediate);
+        Ok(())
+    }
+
+    /// A closed gate holding no job.
+    fn add_gate(&mut self, r: &mut Reader<'_>) -> Result<(), QueueError> {
+        let gate = r.gate_name()?;
+        r.done()?;
+        if self.q.gates.closed(gate).is_some() {
+            return Err(corrupt("duplicate gate"));
+        }
+        self.q.gates.close(gate);
+        self.empty_gates.insert(gate.to_vec());
+        Ok(())
+    }
+
+    /// A collation's recent submissions (times ascending).
+    fn add_window(&mut self, r: &mut Reader<'_>) -> Result<(), QueueError> {
+        let name = r.collation_name()?;
+        let n = r.u64()?;
+        if n == 0 || n > r.buf.len() as u64 / 8 {
+            return Err(corrupt("submission window count out of range"));
+        }
+        let mut times = VecDeque::new();
+        for _ in 0..n {
+            let t = r.time()?;
+            if times.back().is_some_and(|&b| b > t) {
+                return Err(corrupt("submission window times out of order"));
+            }
+            times.push_back(t);
+        }
+        r.done()?;
+        if !self.q.settings.autodelay.on() {
+            return Err(corrupt("submission window without an auto delay"));
+        }
+        if self
+            .q
+            .coll_id(name)
+            .is_some_and(|c| self.q.window.records().any(|(x, _)| x == c))
+        {
+            return Err(corrupt("duplicate submission window"));
+        }
+        let c = self.q.colls.acquire(name)?;
+        let window = self.q.settings.autodelay.window;
+        if !self.q.window.load(c, times, window) {
+            self.q.colls.release(c);
+            return Err(corrupt("duplicate submission window"));
+        }
+        Ok(())
+    }
+
     /// A running delivery.
     fn add_lease(&mut self, r: &mut Reader<'_>) -> Result<(), QueueError> {
         let token = r.token()?;
         let key = r.key()?;
         let deadline = r.time()?;
-        let superseded = match r.u8()? {
-            0 => false,
-            1 => true,
-            _ => return Err(corrupt("bad superseded flag")),
-        };
-        let job = self.parked(r)?;
+        let superseded = r.flag("superseded")?;
+        let raw = r.parked()?;
         r.done()?;
         let w = &self.q.work;
         if w.leases.contains_key(&token) || w.cancelled.contains_key(&token) {
             return Err(corrupt("duplicate lease token"));
         }
+        let job = self.parked(raw)?;
         self.max_seq = self.max_seq.max(token as i64);
         self.q.lease_insert(
             token,
@@ -674,15 +910,13 @@ impl QueueBuilder {
     fn add_delayed(&mut self, r: &mut Reader<'_>) -> Result<(), QueueError> {
         let key = r.key()?;
         let retry_at = r.time()?;
-        let job = self.parked(r)?;
+        let raw = r.parked()?;
         r.done()?;
-        let w = &mut self.q.work;
-        if w.delayed.contains_key(&key) {
+        if self.q.work.delayed.contains_key(&key) {
             return Err(corrupt("duplicate delayed job"));
         }
-        w.bytes += job.payload.len();
-        w.delayed_order.insert((retry_at, key));
-        w.delayed.insert(key, Delayed { retry_at, job });
+        let job = self.parked(raw)?;
+        self.q.park_delayed(key, job, retry_at);
         Ok(())
     }
 
@@ -696,13 +930,14 @@ impl QueueBuilder {
         }
         let cause =
             DeathCause::from_u8(r.u8()?).ok_or_else(|| corrupt("unknown cause of death"))?;
-        let job = self.parked(r)?;
+        let raw = r.parked()?;
         r.done()?;
-        let w = &mut self.q.work;
-        if w.dead.contains_key(&key) {
+        if self.q.work.dead.contains_key(&key) {
             return Err(corrupt("duplicate dead job"));
         }
+        let job = self.parked(raw)?;
         self.max_seq = self.max_seq.max(seq);
+        let w = &mut self.q.work;
         w.bytes += job.payload.len();
         w.dead_order.insert((died_at, seq, key));
         w.dead.insert(
@@ -754,10 +989,12 @@ impl QueueBuilder {
         Ok(())
     }
 
-    pub fn finish(mut self) -> Result<Queue, QueueError> {
+    /// Counters ahead of everything loaded, the cap index rebuilt, then the
+    /// full check.
+    fn settle(&mut self) -> Result<(), QueueError> {
         // Counters must stay ahead of everything loaded so new ties and
         // nonces remain unique.
-        self.q.next_seq = self.q.next_seq.max(self.max_seq + 1);
+        self.q.next_seq = self.q.next_seq.max(self.max_seq.saturating_add(1));
         self.q.front_tie = self.q.front_tie.min(self.min_tie);
         // Ticks take one number per pending lease or retry (to requeue or
         // bury it) without asking: leave room for all of them, so the queue
@@ -766,7 +1003,12 @@ impl QueueBuilder {
         if self.q.next_seq.saturating_add(pending) > SEQ_LOAD_LIMIT {
             return Err(corrupt("counters out of range"));
         }
-        self.q.check().map_err(QueueError::Corrupt)?;
+        self.q.rebuild_caps();
+        self.q.check().map_err(QueueError::Corrupt)
+    }
+
+    pub fn finish(mut self) -> Result<Queue, QueueError> {
+        self.settle()?;
         Ok(self.q)
     }
 }

@@ -223,6 +223,16 @@ impl Collations {
         Ok(c)
     }
 
+    /// One more reference to existing collation `c`.
+    pub fn add_ref(&mut self, c: u32) -> Result<(), QueueError> {
+        let rec = self
+            .recs
+            .get_mut(c)
+            .ok_or_else(|| corrupt("reference to a missing collation"))?;
+        rec.refs = rec.refs.checked_add(1).ok_or(QueueError::Full)?;
+        Ok(())
+    }
+
     /// Drop one reference to collation `c`; the record goes with the last.
     pub fn release(&mut self, c: u32) {
         let last = match self.recs.get_mut(c) {

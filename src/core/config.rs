@@ -53,6 +53,8 @@ pub struct JobConfig {
     pub collation: Option<String>,
     /// Delay in ms (>= 0).
     pub priority: i64,
+    /// The gate the job waits behind while that gate is closed.
+    pub gate: Option<String>,
 }
 
 /// Bounds on what a config may hold (module settings `orca.max-key-length`
@@ -61,12 +63,14 @@ pub struct JobConfig {
 pub struct ConfigLimits {
     pub max_key_len: usize,
     pub max_collation_id_len: usize,
+    pub max_gate_len: usize,
 }
 
 impl ConfigLimits {
     pub const NONE: ConfigLimits = ConfigLimits {
         max_key_len: usize::MAX,
         max_collation_id_len: usize::MAX,
+        max_gate_len: usize::MAX,
     };
 }
 
@@ -162,10 +166,31 @@ pub fn parse_config_limited(bytes: &[u8], limits: &ConfigLimits) -> Result<JobCo
             Some(name)
         }
     };
+    let gate = match raw.gate {
+        None => None,
+        Some(g) => {
+            if g.is_empty() {
+                return Err(QueueError::BadConfig("gate must not be empty".into()));
+            }
+            if g.len() > limits.max_gate_len {
+                return Err(QueueError::BadConfig(format!(
+                    "gate is {} bytes; the limit is {} (orca.max-gate-length)",
+                    g.len(),
+                    limits.max_gate_len
+                )));
+            }
+            // The scanner checked that strings are UTF-8.
+            Some(
+                String::from_utf8(g.into_owned())
+                    .map_err(|_| QueueError::BadConfig("gate is not UTF-8".into()))?,
+            )
+        }
+    };
     Ok(JobConfig {
         job_key: key_of(&key, url),
         collation,
         priority,
+        gate,
     })
 }
 
@@ -276,7 +301,17 @@ mod tests {
         let l = ConfigLimits {
             max_key_len: 3,
             max_collation_id_len: 2,
+            max_gate_len: 4,
         };
+        let gate = |g: &str| {
+            let doc = format!("{{\"key\":\"a\",\"gate\":{g}}}");
+            parse_config_limited(doc.as_bytes(), &l)
+        };
+        assert_eq!(gate("\"img\"").unwrap().gate.as_deref(), Some("img"));
+        assert_eq!(gate("null").unwrap().gate, None);
+        assert!(gate("\"image\"").is_err(), "over max-gate-length");
+        assert!(gate("\"\"").is_err(), "empty gate");
+        assert!(gate("3").is_err(), "not a string");
         assert!(parse_config_limited(br#"{"key":"abc"}"#, &l).is_ok());
         assert!(parse_config_limited(br#"{"key":"abcd"}"#, &l).is_err());
         assert!(

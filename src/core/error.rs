@@ -24,6 +24,18 @@ pub enum QueueError {
     Corrupt(String),
     /// The queue holds as many jobs (or collations) as one key can address.
     Full,
+    /// A setting's value is not acceptable; the text says why.
+    BadSetting(String),
+    /// The job is held behind a closed gate (named); it has no place yet.
+    Held(String),
+    /// The job is running (leased), not waiting in the queue.
+    Leased,
+    /// The job waits for its retry (at the given time), outside the queue order.
+    Delayed(i64),
+    /// The job is a dead letter.
+    Dead,
+    /// The job is not in the queue order (held).
+    NotQueued,
 }
 
 impl fmt::Display for QueueError {
@@ -44,6 +56,24 @@ impl fmt::Display for QueueError {
                 f,
                 "queue is full (one key holds at most 2^30 - 1 jobs and reservations)"
             ),
+            QueueError::BadSetting(s) => write!(f, "{s}"),
+            QueueError::Held(g) => write!(
+                f,
+                "job is held behind gate '{g}' (ORCA.GATE ... OPEN releases it)"
+            ),
+            QueueError::Leased => write!(
+                f,
+                "job is running (leased to a worker); it is not in the queue order"
+            ),
+            QueueError::Delayed(t) => write!(
+                f,
+                "job is waiting to be retried (at {t}); it is not in the queue order"
+            ),
+            QueueError::Dead => write!(
+                f,
+                "job is a dead letter (ORCA.DEAD ... REQUEUE puts it back)"
+            ),
+            QueueError::NotQueued => write!(f, "job is not in the queue order"),
         }
     }
 }

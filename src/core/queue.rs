@@ -21,35 +21,22 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use super::caps::Caps;
 use super::collation::Collations;
 use super::config::{JobConfig, JobKey};
 use super::error::QueueError;
+use super::gates::Gates;
 use super::index::OrderIndex;
 pub use super::job::JobInfo;
 pub(crate) use super::job::LoadedJob;
 use super::job::{Job, COLLATED};
-use super::limits::{MAX_TIME, SEQ_LIMIT};
+use super::limits::{valid_time, MAX_TIME, SEQ_LIMIT};
 pub use super::reservation::ResKey;
 pub(crate) use super::reservation::{NodeKey, IMMEDIATE, OWNED_BY_COLLATION};
+pub use super::settings::{Order, Settings};
 use super::slab::{IdTable, Slab, NIL};
-
-/// Order in which a collation's own jobs are handed out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Order {
-    /// Most recent submission first (seed 000's default).
-    Lifo,
-    /// Oldest submission first.
-    Fifo,
-}
-
-impl Order {
-    pub fn name(self) -> &'static str {
-        match self {
-            Order::Lifo => "lifo",
-            Order::Fifo => "fifo",
-        }
-    }
-}
+use super::window::Window;
+use super::work::Parked;
 
 /// How `ORCA.MOVE` moves a job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,7 +49,8 @@ pub enum Move {
 
 #[derive(Clone, Debug)]
 pub struct Queue {
-    pub(crate) order: Order,
+    /// The queue's own settings (order, lifetime, auto delay, caps, bounds).
+    pub(crate) settings: Settings,
     pub(crate) jobs: Slab<Job>,
     /// Job ids by orca key.
     pub(crate) by_key: IdTable,
@@ -82,6 +70,34 @@ pub struct Queue {
     pub(crate) payload_bytes: usize,
     /// Jobs handed out and not yet acked/nacked/expired (see worker.rs).
     pub(crate) work: super::work::Work,
+    /// Closed gates and the jobs they hold (`gates.rs`, `held.rs`).
+    pub(crate) gates: Gates,
+    /// Recent submissions per collation, for auto delays (`window.rs`).
+    pub(crate) window: Window,
+    /// Running counts and the eligibility index of caps (`caps.rs`).
+    pub(crate) caps: Caps,
+}
+
+/// What a put (ENQUEUE, IMMEDIATE, REENQUEUE) did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Put {
+    /// A new job (else an existing one was updated).
+    pub created: bool,
+    /// The automatic delay given to a new collation job (ms).
+    pub delay: i64,
+    /// The job is held behind a closed gate.
+    pub held: bool,
+}
+
+/// A job just taken from the front of the queue: its record, removed, with
+/// what the reservation it had said. It still holds its collation reference.
+pub(crate) struct Popped {
+    pub job: Job,
+    pub attempts: u32,
+    pub coll: u32,
+    pub nonce: u64,
+    pub release: i64,
+    pub immediate: bool,
 }
 
 fn key_hash(key: &JobKey) -> u64 {
@@ -98,8 +114,18 @@ fn corrupt(msg: &str) -> QueueError {
 
 impl Queue {
     pub fn new(order: Order) -> Self {
-        Queue {
+        Queue::with_settings(Settings {
             order,
+            ..Settings::default()
+        })
+    }
+
+    /// A new, empty queue with these settings (validated by the caller).
+    pub fn with_settings(settings: Settings) -> Self {
+        let mut caps = Caps::default();
+        caps.set_max(settings.max_running, std::iter::empty(), std::iter::empty());
+        Queue {
+            settings,
             jobs: Slab::default(),
             by_key: IdTable::default(),
             index: OrderIndex::new(),
@@ -110,17 +136,95 @@ impl Queue {
             front_tie: 0,
             payload_bytes: 0,
             work: Default::default(),
+            gates: Gates::default(),
+            window: Window::default(),
+            caps,
         }
     }
 
     pub fn order(&self) -> Order {
-        self.order
+        self.settings.order
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Change the queue's settings (`ORCA.SETTINGS`). Jobs already queued
+    /// keep their places; a lower dead or result bound forgets the excess
+    /// now; a new running cap rebuilds the eligibility index (O((singles +
+    /// collations) log n)); turning the auto delay off forgets the window.
+    pub fn set_settings(&mut self, new: Settings) -> Result<(), QueueError> {
+        new.validate()?;
+        let old = self.settings;
+        self.settings = new;
+        if new.max_running != old.max_running {
+            self.rebuild_caps();
+        }
+        if !new.autodelay.on() {
+            for c in self.window.clear() {
+                self.colls.release(c);
+            }
+        } else {
+            self.window.set_window(new.autodelay.window);
+        }
+        self.trim_dead();
+        self.trim_results();
+        Ok(())
+    }
+
+    /// Rebuild the eligibility index for the current cap.
+    pub(crate) fn rebuild_caps(&mut self) {
+        let max = self.settings.max_running;
+        let singles: Vec<(ResKey, u32)> = self.singles().map(|(_, n)| (self.rk(n), n)).collect();
+        let heads: Vec<(u32, (ResKey, u32))> = self
+            .colls
+            .recs
+            .iter()
+            .filter(|(_, rec)| rec.len > 0)
+            .filter_map(|(c, _)| self.colls.first_res(c).map(|n| (c, (self.rk(n), n))))
+            .collect();
+        self.caps
+            .set_max(max, singles.into_iter(), heads.into_iter());
+    }
+
+    /// Keep collation `c`'s entry in the eligibility index right.
+    pub(crate) fn sync_cap(&mut self, c: u32) {
+        if self.caps.on() {
+            let first = self.colls.first_res(c).map(|n| (self.rk(n), n));
+            self.caps.sync(c, first);
+        }
+    }
+
+    /// Does the queued job under `key` wait only because its collation is
+    /// at the running cap?
+    pub fn waits_for_cap(&self, key: &JobKey) -> bool {
+        self.caps.on()
+            && self.job_id(key).is_some_and(|j| {
+                let job = &self.jobs[j];
+                job.collated() && job.coll_id().is_some_and(|c| self.caps.capped(c))
+            })
+    }
+
+    /// Collations with leased jobs, most first: (name, running count).
+    pub fn running_by_collation(&self, limit: usize) -> Vec<(Cow<'_, str>, u32)> {
+        self.caps
+            .busiest(limit)
+            .into_iter()
+            .map(|(c, n)| (self.name_of(c), n))
+            .collect()
+    }
+
+    /// Did a capped collation become eligible since the last call (blocked
+    /// pops should be woken)?
+    pub fn take_woken(&mut self) -> bool {
+        self.caps.take_woken()
     }
 
     /// Change the collation order. Jobs already queued keep their places;
     /// the order decides where new jobs enter their collation's stack.
     pub fn set_order(&mut self, order: Order) {
-        self.order = order;
+        self.settings.order = order;
     }
 
     /// Is a job queued under `key`?
@@ -128,13 +232,13 @@ impl Queue {
         self.job_id(key).is_some()
     }
 
-    /// Number of queued jobs.
+    /// Number of queued jobs (held jobs not included).
     pub fn len(&self) -> usize {
-        self.jobs.len()
+        self.jobs.len() - self.gates.held_count()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.jobs.is_empty()
+        self.len() == 0
     }
 
     /// Collations with queued jobs in their stack.
@@ -236,6 +340,20 @@ impl Queue {
             Some(name) => self.colls.acquire(name)?,
             None => NIL,
         };
+        self.new_job_ref(key, payload, created_at, attempts, coll)
+    }
+
+    /// `new_job` for a collation reference the caller already holds
+    /// (`NIL`: none); the reference moves to the job, or is released if the
+    /// job cannot be stored.
+    pub(crate) fn new_job_ref(
+        &mut self,
+        key: JobKey,
+        payload: Box<[u8]>,
+        created_at: i64,
+        attempts: u32,
+        coll: u32,
+    ) -> Result<u32, QueueError> {
         let len = payload.len();
         let Some(j) = self.jobs.insert(Job {
             key,
@@ -260,9 +378,10 @@ impl Queue {
         Ok(j)
     }
 
-    /// Remove a job record that holds no reservation any more. Returns it
-    /// with its attempts and collation name.
-    pub(crate) fn drop_job(&mut self, j: u32) -> Result<(Job, u32, Option<String>), QueueError> {
+    /// Remove a job record that holds no reservation any more (and is not
+    /// held). Returns it with its attempts and its collation id, whose
+    /// reference the caller now holds (`NIL`: none).
+    pub(crate) fn take_job(&mut self, j: u32) -> Result<(Job, u32, u32), QueueError> {
         let key = self.jobs.get(j).ok_or_else(|| corrupt("job missing"))?.key;
         let jobs = &self.jobs;
         self.by_key
@@ -270,9 +389,17 @@ impl Queue {
         let job = self.jobs.remove(j).ok_or_else(|| corrupt("job missing"))?;
         let attempts = self.attempts.remove(&j).unwrap_or(0);
         self.payload_bytes -= job.payload.len();
-        let name = job.coll_id().map(|c| {
-            let name = self.name_of(c).into_owned();
-            self.colls.release(c);
+        let coll = job.coll_id().unwrap_or(NIL);
+        Ok((job, attempts, coll))
+    }
+
+    /// `take_job`, releasing the collation reference. Returns the job with
+    /// its attempts and collation name.
+    pub(crate) fn drop_job(&mut self, j: u32) -> Result<(Job, u32, Option<String>), QueueError> {
+        let (job, attempts, coll) = self.take_job(j)?;
+        let name = (coll != NIL).then(|| {
+            let name = self.name_of(coll).into_owned();
+            self.colls.release(coll);
             name
         });
         Ok((job, attempts, name))
@@ -284,7 +411,8 @@ impl Queue {
         job.payload = payload.into();
     }
 
-    /// Add a reservation node.
+    /// Add a reservation node (a single job's goes into the eligibility
+    /// index too; a collation's is synced by the caller once paired).
     fn add_res(&mut self, rk: ResKey, val: u32, aux: u32, nonce: u64) -> Result<u32, QueueError> {
         let n = self
             .index
@@ -293,16 +421,22 @@ impl Queue {
         if nonce != rk.tie as u64 {
             self.nonces.insert(n, nonce);
         }
+        if val & OWNED_BY_COLLATION == 0 {
+            self.caps.single(rk, n, true);
+        }
         Ok(n)
     }
 
     fn remove_res(&mut self, n: u32) {
+        if self.index.val(n) & OWNED_BY_COLLATION == 0 {
+            self.caps.single(self.rk(n), n, false);
+        }
         self.index.remove(n);
         self.nonces.remove(&n);
     }
 
     /// Give job `j` a single reservation of its own.
-    fn place_single(
+    pub(crate) fn place_single(
         &mut self,
         j: u32,
         rk: ResKey,
@@ -352,7 +486,9 @@ impl Queue {
         let n = self.add_res(rk, c | OWNED_BY_COLLATION, NIL, nonce)?;
         self.colls.add_res(c, n, &mut self.index)?;
         self.colls.push(c, j, &mut self.jobs)?;
-        self.colls.settle(c, &mut self.jobs, &mut self.index)
+        self.colls.settle(c, &mut self.jobs, &mut self.index)?;
+        self.sync_cap(c);
+        Ok(())
     }
 
     /// Take a collated job out of its collation: out of the stack, and the
@@ -364,16 +500,21 @@ impl Queue {
         let k = self.colls.unlink(c, j, &mut self.jobs)?;
         let n = self.colls.unlink_res_at(c, k, &mut self.index)?;
         self.remove_res(n);
-        self.colls.settle(c, &mut self.jobs, &mut self.index)
+        self.colls.settle(c, &mut self.jobs, &mut self.index)?;
+        self.sync_cap(c);
+        Ok(())
     }
 
-    /// Remove whatever reservation the job holds (single or paired).
+    /// Remove whatever reservation the job holds (single or paired), or
+    /// take a held job out of its gate.
     pub(crate) fn detach(&mut self, j: u32) -> Result<(), QueueError> {
         let job = &self.jobs[j];
         if job.collated() {
             self.detach_collated(j)
         } else if job.held() {
-            Err(corrupt("a held job has no reservation"))
+            self.unhold(j)
+                .map(|_| ())
+                .ok_or_else(|| corrupt("held job missing from its gate"))
         } else {
             let n = job.link;
             self.jobs[j].link = NIL;
@@ -390,7 +531,7 @@ impl Queue {
             let k = self.colls.position(c, j, &self.jobs)?;
             self.colls.res_at(c, k, &self.index)
         } else if job.held() {
-            Err(corrupt("a held job has no reservation"))
+            Err(QueueError::NotQueued)
         } else {
             Ok(job.link)
         }
@@ -398,108 +539,191 @@ impl Queue {
 
     /// The stack key of a job arriving now in a collation stack.
     pub(crate) fn arrival_skey(&self, seq: i64) -> i64 {
-        match self.order {
+        match self.settings.order {
             Order::Lifo => -seq,
             Order::Fifo => seq,
         }
     }
 
     /// `ORCA.ENQUEUE`: create-or-update. A new job gets a reservation at
-    /// `now + priority` and enters its collation's stack (front for LIFO, back
-    /// for FIFO). An existing job only has its payload replaced.
-    /// Returns the job and whether it was created.
+    /// `now + priority` (+ the auto delay for a collation job, when the
+    /// queue has one) and enters its collation's stack (front for LIFO,
+    /// back for FIFO); if its config names a closed gate it is held instead.
+    /// An existing job (queued or held) only has its payload replaced.
     pub fn enqueue(
         &mut self,
         cfg: &JobConfig,
         payload: &[u8],
         now: i64,
-    ) -> Result<(JobInfo<'_>, bool), QueueError> {
+    ) -> Result<(JobInfo<'_>, Put), QueueError> {
         let key = cfg.job_key;
-        if !(0..=MAX_TIME).contains(&now) {
+        if !valid_time(now) {
             return Err(QueueError::TimeOverflow);
         }
         if let Some(j) = self.job_id(&key) {
             self.replace_payload(j, payload);
-            return Ok((self.info_of(j)?, false));
+            let held = self.jobs[j].held();
+            let put = Put {
+                created: false,
+                delay: 0,
+                held,
+            };
+            return Ok((self.info_of(j)?, put));
         }
         self.seq_room()?;
         self.room()?;
-        let release = now
-            .checked_add(cfg.priority)
-            .filter(|t| (0..=MAX_TIME).contains(t))
-            .ok_or(QueueError::TimeOverflow)?;
-        let j = match &cfg.collation {
-            None => {
-                let j = self.new_job(key, payload.into(), now, 0, None)?;
-                self.add_single(j, release, false)?;
-                j
-            }
-            Some(name) => {
-                let j = self.new_job(key, payload.into(), now, 0, Some(name))?;
-                let c = self.jobs[j].coll;
-                let seq = self.alloc_seq();
-                self.jobs[j].skey = self.arrival_skey(seq);
-                let rk = ResKey {
-                    score: release,
-                    tie: seq,
-                };
-                self.collate(c, j, rk, seq as u64)?;
-                j
-            }
+        let coll = cfg.collation.as_deref();
+        let auto = self.settings.autodelay;
+        let delay = match coll {
+            Some(name) if auto.on() => self
+                .colls
+                .find(name)
+                .map_or(0, |c| auto.delay(self.window.count(c, now, auto.window))),
+            _ => 0,
         };
+        let priority = cfg
+            .priority
+            .checked_add(delay)
+            .filter(|p| valid_time(*p))
+            .ok_or(QueueError::TimeOverflow)?;
+        let release = now
+            .checked_add(priority)
+            .filter(|t| valid_time(*t))
+            .ok_or(QueueError::TimeOverflow)?;
+        let gate = cfg
+            .gate
+            .as_deref()
+            .and_then(|g| self.gates.closed(g.as_bytes()));
+        let j = self.new_job(key, payload.into(), now, 0, coll)?;
+        let seq = self.alloc_seq();
+        let c = self.jobs[j].coll_id();
+        let rk = ResKey {
+            score: release,
+            tie: seq,
+        };
+        match (gate, c) {
+            (Some(g), _) => {
+                self.jobs[j].skey = if c.is_some() {
+                    self.arrival_skey(seq)
+                } else {
+                    seq
+                };
+                self.hold(j, g, seq, priority, false);
+            }
+            (None, None) => self.place_single(j, rk, seq as u64, false)?,
+            (None, Some(c)) => {
+                self.jobs[j].skey = self.arrival_skey(seq);
+                self.collate(c, j, rk, seq as u64)?;
+            }
+        }
+        if let (Some(c), true) = (c, auto.on()) {
+            if self.window.record(c, now, auto.window) {
+                self.colls.add_ref(c)?;
+            }
+        }
         self.supersede(&key);
-        Ok((self.info_of(j)?, true))
+        let put = Put {
+            created: true,
+            delay,
+            held: gate.is_some(),
+        };
+        Ok((self.info_of(j)?, put))
     }
 
     /// `ORCA.IMMEDIATE` (arrival = created = now) and `ORCA.REENQUEUE`
     /// (arrival = created = the job's original arrival time): create-or-update
     /// as an immediate job with a reservation at `arrival`. A waiting job that
     /// is not immediate is upgraded: the reservation paired with it is removed
-    /// and an immediate one at `arrival` added.
+    /// and an immediate one at `arrival` added. A held job becomes immediate
+    /// where it waits (its arrival kept); a new job naming a closed gate is
+    /// held.
     pub fn put_immediate(
         &mut self,
         cfg: &JobConfig,
         payload: &[u8],
         arrival: i64,
-    ) -> Result<(JobInfo<'_>, bool), QueueError> {
-        if !(0..=MAX_TIME).contains(&arrival) {
+    ) -> Result<(JobInfo<'_>, Put), QueueError> {
+        if !valid_time(arrival) {
             return Err(QueueError::TimeOverflow);
         }
         self.seq_room()?;
         self.room()?;
         let key = cfg.job_key;
         if let Some(j) = self.job_id(&key) {
-            if !self.job_immediate(j) {
+            let held = self.jobs[j].held();
+            if held {
+                self.hold_as_immediate(j);
+            } else if !self.job_immediate(j) {
                 self.detach(j)?;
                 self.add_single(j, arrival, true)?;
             }
             self.replace_payload(j, payload);
-            return Ok((self.info_of(j)?, false));
+            let put = Put {
+                created: false,
+                delay: 0,
+                held,
+            };
+            return Ok((self.info_of(j)?, put));
         }
         self.supersede(&key);
+        let gate = cfg
+            .gate
+            .as_deref()
+            .and_then(|g| self.gates.closed(g.as_bytes()));
         let j = self.new_job(key, payload.into(), arrival, 0, cfg.collation.as_deref())?;
-        self.add_single(j, arrival, true)?;
-        Ok((self.info_of(j)?, true))
+        match gate {
+            Some(g) => {
+                let seq = self.alloc_seq();
+                self.jobs[j].skey = seq;
+                self.hold(j, g, seq, 0, true);
+            }
+            None => self.add_single(j, arrival, true)?,
+        }
+        let put = Put {
+            created: true,
+            delay: 0,
+            held: gate.is_some(),
+        };
+        Ok((self.info_of(j)?, put))
     }
 
     /// Queue a job that comes back from a lease or a retry (worker.rs): a
-    /// single reservation at `score`.
+    /// single reservation at `score`. `coll` is a collation reference the
+    /// caller holds (`NIL`: none); it moves to the job.
     pub(crate) fn insert_single(
         &mut self,
         job: LoadedJob,
-        collation: Option<&str>,
+        coll: u32,
         score: i64,
         immediate: bool,
     ) -> Result<(), QueueError> {
-        self.room()?;
-        let j = self.new_job(
-            job.key,
-            job.payload,
-            job.created_at,
-            job.attempts,
-            collation,
-        )?;
+        if let Err(e) = self.room() {
+            if coll != NIL {
+                self.colls.release(coll);
+            }
+            return Err(e);
+        }
+        let j = self.new_job_ref(job.key, job.payload, job.created_at, job.attempts, coll)?;
         self.add_single(j, score, immediate)
+    }
+
+    /// Why a key that is not queued cannot be moved: it is running, waiting
+    /// for a retry, dead, held, or unknown.
+    fn not_movable(&self, key: &JobKey) -> QueueError {
+        if let Some(j) = self.job_id(key) {
+            if let Some(g) = self.held_gate(j) {
+                return QueueError::Held(String::from_utf8_lossy(g).into_owned());
+            }
+        }
+        if self.work.lease_keys.contains_key(key) {
+            QueueError::Leased
+        } else if let Some(d) = self.work.delayed.get(key) {
+            QueueError::Delayed(d.retry_at)
+        } else if self.work.dead.contains_key(key) {
+            QueueError::Dead
+        } else {
+            QueueError::NoSuchJob
+        }
     }
 
     /// `ORCA.MOVE`.
@@ -509,7 +733,10 @@ impl Queue {
         how: Move,
         now: i64,
     ) -> Result<JobInfo<'_>, QueueError> {
-        let j = self.job_id(key).ok_or(QueueError::NoSuchJob)?;
+        let j = match self.job_id(key) {
+            Some(j) if !self.jobs[j].held() => j,
+            _ => return Err(self.not_movable(key)),
+        };
         if self.job_immediate(j) {
             return Err(QueueError::ImmediateNotMovable);
         }
@@ -562,19 +789,33 @@ impl Queue {
         Ok(true)
     }
 
-    /// `ORCA.POP`: the job of the lowest reservation, removed from the queue.
-    /// Priority orders the queue; it does not hold jobs back, so the lowest
-    /// reservation is taken even when its release time is in the future.
+    /// `ORCA.POP`: the job of the lowest reservation (among those the
+    /// running cap lets out), removed from the queue. Priority orders the
+    /// queue; it does not hold jobs back, so the lowest reservation is taken
+    /// even when its release time is in the future.
     pub fn pop(&mut self) -> Result<Option<JobInfo<'static>>, QueueError> {
-        let Some(n) = self.index.first() else {
-            return Ok(None);
+        Ok(self.take_next()?.map(|p| self.finish_pop(p)))
+    }
+
+    /// Take the job the next pop hands out.
+    pub(crate) fn take_next(&mut self) -> Result<Option<Popped>, QueueError> {
+        let first = if self.caps.on() {
+            self.caps.first()
+        } else {
+            self.index.first()
         };
+        first.map(|n| self.take_node(n)).transpose()
+    }
+
+    /// Take reservation `n` and the job it serves out of the queue.
+    pub(crate) fn take_node(&mut self, n: u32) -> Result<Popped, QueueError> {
         let owner = self.index.val(n);
         let nonce = self.nonce_of(n);
         let rk = self.rk(n);
         let (j, immediate) = if owner & OWNED_BY_COLLATION != 0 {
             // The collation's earliest reservation, paired with its stack's
-            // front: detaching the front takes both (O(1)).
+            // front: detaching the front takes both (O(1) small, O(log m)
+            // large).
             let c = owner & !OWNED_BY_COLLATION;
             let j = self
                 .colls
@@ -590,17 +831,66 @@ impl Queue {
             self.remove_res(n);
             (owner, immediate)
         };
-        let (job, attempts, collation) = self.drop_job(j)?;
-        Ok(Some(JobInfo {
-            key: job.key,
-            collation: collation.map(Cow::Owned),
-            immediate,
-            nonce,
-            created_at: job.created_at,
-            release_at: rk.score,
+        let (job, attempts, coll) = self.take_job(j)?;
+        Ok(Popped {
+            job,
             attempts: attempts.saturating_add(1),
-            payload: Cow::Owned(job.payload.into_vec()),
-        }))
+            coll,
+            nonce,
+            release: rk.score,
+            immediate,
+        })
+    }
+
+    /// A popped job handed out for good (`LEASE 0`): its collation
+    /// reference goes; the reply owns its payload.
+    pub(crate) fn finish_pop(&mut self, p: Popped) -> JobInfo<'static> {
+        let collation = (p.coll != NIL).then(|| {
+            let name = self.name_of(p.coll).into_owned();
+            self.colls.release(p.coll);
+            Cow::Owned(name)
+        });
+        JobInfo {
+            key: p.job.key,
+            collation,
+            immediate: p.immediate,
+            nonce: p.nonce,
+            created_at: p.job.created_at,
+            release_at: p.release,
+            attempts: p.attempts,
+            payload: Cow::Owned(p.job.payload.into_vec()),
+        }
+    }
+
+    /// A popped job to lease: the reply's view (a copy of the payload) and
+    /// the parked job the lease keeps (with the collation reference).
+    pub(crate) fn park_popped(&self, p: Popped) -> (JobInfo<'static>, Parked) {
+        let info = JobInfo {
+            key: p.job.key,
+            collation: (p.coll != NIL).then(|| Cow::Owned(self.name_of(p.coll).into_owned())),
+            immediate: p.immediate,
+            nonce: p.nonce,
+            created_at: p.job.created_at,
+            release_at: p.release,
+            attempts: p.attempts,
+            payload: Cow::Owned(p.job.payload.to_vec()),
+        };
+        let (_, parked) = Queue::parked_from(p);
+        (info, parked)
+    }
+
+    /// A popped job as a parked one (with the collation reference).
+    pub(crate) fn parked_from(p: Popped) -> (JobKey, Parked) {
+        (
+            p.job.key,
+            Parked {
+                payload: p.job.payload,
+                created_at: p.job.created_at,
+                attempts: p.attempts,
+                coll: p.coll,
+                immediate: p.immediate,
+            },
+        )
     }
 
     /// The reservation a job holds or is paired with, and its nonce.
@@ -626,6 +916,9 @@ impl Queue {
     }
 
     fn info_of(&self, j: u32) -> Result<JobInfo<'_>, QueueError> {
+        if let Some(info) = self.held_info(j) {
+            return Ok(info);
+        }
         Ok(self.info_at(j, self.reservation_node(j)?))
     }
 
@@ -697,6 +990,9 @@ impl Queue {
             + self.payload_bytes
             + work
             + self.work.bytes
+            + self.gates.heap_bytes()
+            + self.window.heap_bytes()
+            + self.caps.heap_bytes()
     }
 
     /// Add a loaded single job with its reservation (codec, import). Refused
@@ -815,64 +1111,5 @@ impl Queue {
     /// Reservation nodes of collation `c`, in key order.
     pub(crate) fn coll_reservations(&self, c: u32) -> impl Iterator<Item = u32> + '_ {
         self.colls.reservations(c, &self.index)
-    }
-
-    /// Take every queued job out, as units to load elsewhere (import):
-    /// single jobs with (collation, reservation, nonce, immediate), and
-    /// collations with their stacks and reservations.
-    #[allow(clippy::type_complexity)]
-    pub(crate) fn drain_units(
-        &mut self,
-    ) -> Result<
-        (
-            Vec<(LoadedJob, Option<String>, ResKey, u64, bool)>,
-            Vec<(String, Vec<LoadedJob>, Vec<(ResKey, u64)>)>,
-        ),
-        QueueError,
-    > {
-        let singles: Vec<(u32, u32)> = self.singles().collect();
-        let colls = self.collations_by_name();
-        let mut loaded_colls = Vec::with_capacity(colls.len());
-        for c in colls {
-            let stack: Vec<u32> = self.stack(c).collect();
-            let res: Vec<(ResKey, u64)> = self
-                .coll_reservations(c)
-                .map(|n| (self.rk(n), self.nonce_of(n)))
-                .collect();
-            loaded_colls.push((self.name_of(c).into_owned(), stack, res));
-        }
-        let mut out_singles = Vec::with_capacity(singles.len());
-        for (j, n) in singles {
-            let (rk, nonce) = (self.rk(n), self.nonce_of(n));
-            let immediate = self.index.aux(n) & IMMEDIATE != 0;
-            let name = self.coll_name(&self.jobs[j]).map(Cow::into_owned);
-            out_singles.push((self.take_loaded(j)?, name, rk, nonce, immediate));
-        }
-        let mut out_colls = Vec::with_capacity(loaded_colls.len());
-        for (name, stack, res) in loaded_colls {
-            let jobs = stack
-                .into_iter()
-                .map(|j| self.take_loaded(j))
-                .collect::<Result<Vec<_>, _>>()?;
-            out_colls.push((name, jobs, res));
-        }
-        *self = Queue {
-            work: std::mem::take(&mut self.work),
-            ..Queue::new(self.order)
-        };
-        Ok((out_singles, out_colls))
-    }
-
-    /// Job `j` as a loaded job, its payload taken (for `drain_units`).
-    fn take_loaded(&mut self, j: u32) -> Result<LoadedJob, QueueError> {
-        let attempts = self.job_attempts(j);
-        let job = self.jobs.get_mut(j).ok_or_else(|| corrupt("job missing"))?;
-        Ok(LoadedJob {
-            key: job.key,
-            created_at: job.created_at,
-            attempts,
-            skey: job.skey,
-            payload: std::mem::take(&mut job.payload),
-        })
     }
 }

@@ -1,7 +1,7 @@
 //! The job config scanner: one pass over the bytes that validates the JSON
-//! and extracts the four fields the queue reads (`key`, `response_url`,
-//! `collation`, `priority`), skipping everything else without building
-//! anything.
+//! and extracts the fields the queue reads (`key`, `response_url`,
+//! `collation`, `priority`, `gate`), skipping everything else without
+//! building anything.
 //!
 //! It accepts exactly the inputs that the serde_json 1.0.154 parse it
 //! replaced accepted (`serde_json::from_slice` into a derived borrowed struct,
@@ -15,7 +15,7 @@
 //! - RFC 8259 grammar: whitespace is space, tab, CR, LF only; no trailing
 //!   commas, comments, leading zeros, `NaN`, bare words; after the object
 //!   only whitespace.
-//! - The four fields are parsed (serde_json's `parse_str`, `parse_integer`):
+//! - Those fields are parsed (serde_json's `parse_str`, `parse_integer`):
 //!   their strings, and every key of the top-level and `collation` objects,
 //!   must be valid UTF-8 with well-formed escapes, and `\u` surrogates must
 //!   pair (a lone one is an error). Field names are compared unescaped
@@ -30,7 +30,7 @@
 //! - Numbers that are parsed keep serde_json's three kinds: an integer that
 //!   fits u64 is `U64`; a negative integer that fits i64 is `I64`; anything
 //!   else (fraction, exponent, `-0`, beyond 64 bits) is `F64`.
-//! - A repeated `key`, `response_url`, `collation` or `priority` is an error
+//! - A repeated `key`, `response_url`, `collation`, `priority` or `gate` is an error
 //!   even if the first was `null` (serde derive); inside `collation`, a
 //!   repeated `type` or `id` is an error only if the earlier one was not
 //!   `null` (the hand-written visitor checked `Option::is_some`).
@@ -89,6 +89,7 @@ pub struct Fields<'a> {
     pub response_url: Option<Text<'a>>,
     pub collation: Option<Collation<'a>>,
     pub priority: Option<Num>,
+    pub gate: Option<Text<'a>>,
 }
 
 /// Why a config was refused.
@@ -141,7 +142,8 @@ enum Field {
     ResponseUrl = 1,
     Collation = 2,
     Priority = 3,
-    Other = 4,
+    Gate = 4,
+    Other = 5,
 }
 
 const ONES: u64 = u64::MAX / 255; // 0x0101..01
@@ -313,6 +315,7 @@ impl Field {
             b"response_url" => Field::ResponseUrl,
             b"collation" => Field::Collation,
             b"priority" => Field::Priority,
+            b"gate" => Field::Gate,
             _ => Field::Other,
         }
     }
@@ -391,6 +394,7 @@ impl<'a> Scanner<'a> {
                             Field::Key => "duplicate field 'key'",
                             Field::ResponseUrl => "duplicate field 'response_url'",
                             Field::Collation => "duplicate field 'collation'",
+                            Field::Gate => "duplicate field 'gate'",
                             _ => "duplicate field 'priority'",
                         };
                         return Err(self.fail(what, i));
@@ -418,6 +422,11 @@ impl<'a> Scanner<'a> {
                     Field::Priority => {
                         let (v, j) = self.priority(b, i)?;
                         out.priority = v;
+                        j
+                    }
+                    Field::Gate => {
+                        let (v, j) = self.opt_str(b, i, "'gate' must be a string or null")?;
+                        out.gate = v;
                         j
                     }
                 };

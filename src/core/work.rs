@@ -3,9 +3,9 @@
 //! cancelled leases. Plain data; the operations on it are in `worker.rs`.
 
 use std::collections::{BTreeSet, HashMap};
-use std::rc::Rc;
 
 use super::config::{JobKey, KeyMap};
+use super::slab::NIL;
 
 /// How long a cancelled lease is remembered after its deadline, so the
 /// worker's late EXTEND/ACK is told "cancelled" rather than "unknown".
@@ -17,8 +17,16 @@ pub struct Parked {
     pub payload: Box<[u8]>,
     pub created_at: i64,
     pub attempts: u32,
-    pub collation: Option<Rc<str>>,
+    /// The collation its config named (`NIL`: none). The parked job holds
+    /// a reference on that collation's record, so the id stays valid.
+    pub coll: u32,
     pub immediate: bool,
+}
+
+impl Parked {
+    pub fn coll_id(&self) -> Option<u32> {
+        (self.coll != NIL).then_some(self.coll)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,6 +53,8 @@ pub enum DeathCause {
     Failed = 1,
     /// Its lease expired on its last allowed attempt.
     Expired = 2,
+    /// It waited longer than the queue's lifetime without being handed out.
+    Lifetime = 3,
 }
 
 impl DeathCause {
@@ -52,12 +62,14 @@ impl DeathCause {
         match self {
             DeathCause::Failed => "failed",
             DeathCause::Expired => "lease-expired",
+            DeathCause::Lifetime => "expired",
         }
     }
     pub fn from_u8(v: u8) -> Option<Self> {
         match v {
             1 => Some(DeathCause::Failed),
             2 => Some(DeathCause::Expired),
+            3 => Some(DeathCause::Lifetime),
             _ => None,
         }
     }
@@ -86,6 +98,9 @@ pub struct Work {
     pub(crate) lease_order: BTreeSet<(i64, u64)>,
     pub(crate) delayed: KeyMap<Delayed>,
     pub(crate) delayed_order: BTreeSet<(i64, JobKey)>,
+    /// Delayed jobs by arrival (their release time once back in the queue),
+    /// for lifetimes.
+    pub(crate) delayed_by_arrival: BTreeSet<(i64, JobKey)>,
     pub(crate) dead: KeyMap<Dead>,
     pub(crate) dead_order: BTreeSet<(i64, i64, JobKey)>,
     pub(crate) results: KeyMap<StoredResult>,

@@ -1,17 +1,21 @@
 //! At-least-once delivery: leases, ack, nack with retry and backoff, dead
-//! letters, kept results and cancellation. Seeds 002-004.
+//! letters, kept results and cancellation; and every time-driven change
+//! (`tick`).
 //!
 //! A popped job is *leased*: it leaves the queue order but is kept, with a
 //! deadline, under a lease token unique to this delivery. ACK ends it; NACK
 //! parks it as *delayed* until its retry time (it is not handed out before
 //! then, whatever else is waiting) or, after `max_attempts` deliveries, moves
 //! it to the *dead* list. A lease that passes its deadline puts the job back
-//! as immediate at its original arrival time (seed 000's re-enqueue rule),
-//! or to the dead list when its attempts are used up.
+//! as immediate at its original arrival time (the grading-queue design's
+//! re-enqueue rule), or to the dead list when its attempts are used up.
 //!
 //! Time-driven changes happen only in `tick(now)`, which is deterministic:
 //! the adapter runs it from a timer on the master and replicates it with
-//! `now` pinned, and every pop runs it first.
+//! `now` pinned, and every pop runs it first. Besides leases and retries it
+//! applies the queue's lifetime (`lifetime.rs`), forgets dead letters past
+//! their age, results past their TTL, cancellation records and submission
+//! windows.
 //!
 //! An orca key can be queued (or delayed) and leased at the same time: a
 //! regrade while a job runs queues the new config, and the old delivery's
@@ -19,13 +23,17 @@
 //! running leases on the key are marked, and a pending retry of the key is
 //! dropped. A superseded attempt that fails or expires is dropped, so only
 //! the newest config comes back; it cannot displace the regrade.
+//!
+//! A parked job (leased, delayed, dead) holds a reference on the collation
+//! its config names, so running counts per collation (`caps.rs`) follow it.
 
 use std::borrow::Cow;
 
 use super::config::JobKey;
 use super::error::QueueError;
-use super::limits::MAX_TIME;
-use super::queue::{JobInfo, LoadedJob, Queue};
+use super::job::LoadedJob;
+use super::limits::{valid_time, MAX_TIME, SEQ_LIMIT};
+use super::queue::{JobInfo, Queue};
 pub use super::work::{
     Dead, DeathCause, Delayed, Lease, Parked, StoredResult, Work, CANCEL_MEMORY_MS,
 };
@@ -65,11 +73,17 @@ pub struct TickReport {
     pub expired: usize,
     /// Retries that came due (requeued or dropped).
     pub retried: usize,
+    /// Jobs that became dead letters (attempts used up, or lifetime over).
     pub died: usize,
-    /// Results and cancellation records forgotten.
+    /// Waiting jobs whose lifetime ran out (also counted in `died`).
+    pub lifetime: usize,
+    /// Results, dead letters past their age, cancellation records and
+    /// submission windows forgotten.
     pub forgotten: usize,
     /// Jobs put back in the queue (they can be popped now).
     pub requeued: usize,
+    /// A collation at its running cap came back below it.
+    pub uncapped: bool,
 }
 
 impl TickReport {
@@ -78,7 +92,7 @@ impl TickReport {
     }
     /// True when jobs became available to pop.
     pub fn requeued(&self) -> bool {
-        self.requeued > 0
+        self.requeued > 0 || self.uncapped
     }
 }
 
@@ -105,34 +119,32 @@ pub enum NackOutcome {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum State<'a> {
     Queued(JobInfo<'a>, usize),
+    /// Held behind a closed gate (named).
+    Held(JobInfo<'a>, Cow<'a, [u8]>),
     Delayed(JobKey, &'a Delayed),
     Leased(JobKey, u64, &'a Lease),
     Dead(JobKey, &'a Dead),
 }
 
-fn parked_info(key: JobKey, p: &Parked, release_at: i64) -> JobInfo<'_> {
-    JobInfo {
-        key,
-        collation: p.collation.as_deref().map(Cow::Borrowed),
-        immediate: p.immediate,
-        nonce: 0,
-        created_at: p.created_at,
-        release_at,
-        attempts: p.attempts,
-        payload: Cow::Borrowed(&p.payload),
-    }
-}
-
-impl Parked {
-    pub fn info(&self, key: JobKey, release_at: i64) -> JobInfo<'_> {
-        parked_info(key, self, release_at)
-    }
-}
-
 impl Queue {
+    /// A parked job as clients see it.
+    pub fn parked_info<'a>(&'a self, key: JobKey, p: &'a Parked, release_at: i64) -> JobInfo<'a> {
+        JobInfo {
+            key,
+            collation: p.coll_id().map(|c| self.name_of(c)),
+            immediate: p.immediate,
+            nonce: 0,
+            created_at: p.created_at,
+            release_at,
+            attempts: p.attempts,
+            payload: Cow::Borrowed(&p.payload),
+        }
+    }
+
     /// Apply every time-driven change due at `now`: expired leases come
-    /// back (or die), due retries come back, old results and cancellation
-    /// records are forgotten.
+    /// back (or die), due retries come back, waiting jobs past the queue's
+    /// lifetime die, old dead letters, results, cancellation records and
+    /// submission windows are forgotten.
     pub fn tick(&mut self, now: i64, policy: &Policy) -> TickReport {
         // Every deadline is within 0..=MAX_TIME, so clamping changes nothing
         // that comes due, and keeps recorded times (died_at) in range.
@@ -151,6 +163,7 @@ impl Queue {
             report.expired += 1;
             if lease.superseded {
                 // A regrade replaced it: dropped.
+                self.release_parked(lease.job);
             } else if policy.exhausted(lease.job.attempts) {
                 self.bury(lease.key, lease.job, now, DeathCause::Expired);
                 report.died += 1;
@@ -162,23 +175,28 @@ impl Queue {
             if retry_at > now {
                 break;
             }
-            self.work.delayed_order.remove(&(retry_at, key));
-            if let Some(d) = self.work.delayed.remove(&key) {
-                self.work.bytes -= d.job.payload.len();
+            if let Some(d) = self.unpark_delayed(&key) {
                 report.retried += 1;
                 if self.requeue_parked(key, d.job, now, DeathCause::Failed) {
                     report.requeued += 1;
                 }
             }
         }
+        self.expire_lifetimes(now, &mut report);
+        if self.settings.dead_ttl > 0 {
+            while let Some(&(died_at, _, key)) = self.work.dead_order.first() {
+                if died_at.saturating_add(self.settings.dead_ttl) > now {
+                    break;
+                }
+                self.forget_dead(&key);
+                report.forgotten += 1;
+            }
+        }
         while let Some(&(at, key)) = self.work.result_order.first() {
             if at > now {
                 break;
             }
-            self.work.result_order.remove(&(at, key));
-            if let Some(r) = self.work.results.remove(&key) {
-                self.work.bytes -= r.payload.len();
-            }
+            self.forget_result(&key);
             report.forgotten += 1;
         }
         while let Some(&(until, token)) = self.work.cancelled_order.first() {
@@ -189,26 +207,51 @@ impl Queue {
             self.work.cancelled.remove(&token);
             report.forgotten += 1;
         }
+        for c in self.window.expire(now) {
+            self.colls.release(c);
+            report.forgotten += 1;
+        }
+        report.uncapped = self.caps.take_woken();
         report
     }
 
     /// The earliest time at which `tick` has something to do.
     pub fn next_deadline(&self) -> Option<i64> {
+        let ttl = self.settings.dead_ttl;
         [
             self.work.lease_order.first().map(|x| x.0),
             self.work.delayed_order.first().map(|x| x.0),
             self.work.result_order.first().map(|x| x.0),
             self.work.cancelled_order.first().map(|x| x.0),
+            self.lifetime_deadline(),
+            (ttl > 0)
+                .then(|| {
+                    self.work
+                        .dead_order
+                        .first()
+                        .map(|x| x.0.saturating_add(ttl))
+                })
+                .flatten(),
+            self.window.next_expiry(),
         ]
         .into_iter()
         .flatten()
         .min()
     }
 
+    /// A parked job that leaves the queue for good: its collation reference
+    /// goes.
+    pub(crate) fn release_parked(&mut self, job: Parked) {
+        if let Some(c) = job.coll_id() {
+            self.colls.release(c);
+        }
+    }
+
     /// Put a returning attempt back as immediate at its original arrival
     /// time, unless its key is waiting already. Returns whether it was queued.
     fn requeue_parked(&mut self, key: JobKey, job: Parked, now: i64, cause: DeathCause) -> bool {
         if self.contains(&key) || self.work.delayed.contains_key(&key) {
+            self.release_parked(job);
             return false;
         }
         if self.room().is_err() {
@@ -218,6 +261,12 @@ impl Queue {
             return false;
         }
         let score = job.created_at.clamp(0, MAX_TIME);
+        self.queue_parked(key, job, score).is_ok()
+    }
+
+    /// Queue parked job `job` (its collation reference moves to the job) as
+    /// an immediate single job at `score`.
+    fn queue_parked(&mut self, key: JobKey, job: Parked, score: i64) -> Result<(), QueueError> {
         let loaded = LoadedJob {
             key,
             created_at: job.created_at,
@@ -225,15 +274,13 @@ impl Queue {
             skey: 0,
             payload: job.payload,
         };
-        self.insert_single(loaded, job.collation.as_deref(), score, true)
-            .is_ok()
+        self.insert_single(loaded, job.coll, score, true)
     }
 
-    fn bury(&mut self, key: JobKey, job: Parked, now: i64, cause: DeathCause) {
-        if let Some(old) = self.work.dead.remove(&key) {
-            self.work.dead_order.remove(&(old.died_at, old.seq, key));
-            self.work.bytes -= old.job.payload.len();
-        }
+    /// Make `job` the dead letter of `key` (replacing an older one), then
+    /// keep the dead list within the queue's bound.
+    pub(crate) fn bury(&mut self, key: JobKey, job: Parked, now: i64, cause: DeathCause) {
+        self.forget_dead(&key);
         let seq = self.alloc_seq();
         self.work.dead_order.insert((now, seq, key));
         self.work.bytes += job.payload.len();
@@ -246,11 +293,72 @@ impl Queue {
                 job,
             },
         );
+        self.trim_dead();
+    }
+
+    /// Drop the oldest dead letters beyond `dead_max`.
+    pub(crate) fn trim_dead(&mut self) {
+        let max = self.settings.dead_max;
+        while max > 0 && self.work.dead.len() as u64 > max {
+            let Some(&(_, _, key)) = self.work.dead_order.first() else {
+                break;
+            };
+            self.forget_dead(&key);
+        }
+    }
+
+    /// Forget the dead letter of `key`; whether there was one.
+    pub(crate) fn forget_dead(&mut self, key: &JobKey) -> bool {
+        let Some(d) = self.work.dead.remove(key) else {
+            return false;
+        };
+        self.work.dead_order.remove(&(d.died_at, d.seq, *key));
+        self.work.bytes -= d.job.payload.len();
+        self.release_parked(d.job);
+        true
+    }
+
+    /// Park `job` until `retry_at`.
+    pub(crate) fn park_delayed(&mut self, key: JobKey, job: Parked, retry_at: i64) {
+        self.work.bytes += job.payload.len();
+        self.work.delayed_order.insert((retry_at, key));
+        self.work.delayed_by_arrival.insert((job.created_at, key));
+        self.work.delayed.insert(key, Delayed { retry_at, job });
+    }
+
+    /// Take the delayed job of `key` out of the retry structures.
+    pub(crate) fn unpark_delayed(&mut self, key: &JobKey) -> Option<Delayed> {
+        let d = self.work.delayed.remove(key)?;
+        self.work.delayed_order.remove(&(d.retry_at, *key));
+        self.work
+            .delayed_by_arrival
+            .remove(&(d.job.created_at, *key));
+        self.work.bytes -= d.job.payload.len();
+        Some(d)
+    }
+
+    fn forget_result(&mut self, key: &JobKey) {
+        if let Some(r) = self.work.results.remove(key) {
+            self.work.result_order.remove(&(r.expires_at, *key));
+            self.work.bytes -= r.payload.len();
+        }
+    }
+
+    /// Drop the results expiring first beyond `result_max`.
+    pub(crate) fn trim_results(&mut self) {
+        let max = self.settings.result_max;
+        while max > 0 && self.work.results.len() as u64 > max {
+            let Some(&(_, key)) = self.work.result_order.first() else {
+                break;
+            };
+            self.forget_result(&key);
+        }
     }
 
     /// `ORCA.POP` with leases: run `tick(now)`, then hand out up to `count`
-    /// jobs in queue order. `lease_ms > 0` leases each (at-least-once);
-    /// `lease_ms == 0` removes it (at-most-once, seed 000's pop).
+    /// jobs in queue order (under the queue's running cap). `lease_ms > 0`
+    /// leases each (at-least-once); `lease_ms == 0` removes it (at-most-once,
+    /// the design's pop).
     pub fn pop_deliveries(
         &mut self,
         now: i64,
@@ -258,35 +366,31 @@ impl Queue {
         count: usize,
         policy: &Policy,
     ) -> Result<(Vec<Delivery>, TickReport), QueueError> {
-        if !(0..=MAX_TIME).contains(&now) || !(0..=MAX_TIME).contains(&lease_ms) {
+        if !valid_time(now) || !valid_time(lease_ms) {
             return Err(QueueError::TimeOverflow);
         }
         let deadline = now.checked_add(lease_ms).filter(|d| *d <= MAX_TIME);
         let deadline = deadline.ok_or(QueueError::TimeOverflow)?;
         self.seq_room()?;
         let count_i = i64::try_from(count).unwrap_or(i64::MAX);
-        if self.next_seq.saturating_add(count_i) > super::limits::SEQ_LIMIT {
+        if self.next_seq.saturating_add(count_i) > SEQ_LIMIT {
             return Err(QueueError::Corrupt("sequence numbers exhausted".into()));
         }
         let report = self.tick(now, policy);
         let mut out = Vec::new();
         while out.len() < count {
-            let Some(info) = self.pop()? else { break };
+            let Some(popped) = self.take_next()? else {
+                break;
+            };
             if lease_ms == 0 {
                 out.push(Delivery {
-                    job: info,
+                    job: self.finish_pop(popped),
                     lease: None,
                 });
                 continue;
             }
             let token = self.alloc_seq() as u64;
-            let job = Parked {
-                payload: info.payload.to_vec().into_boxed_slice(),
-                created_at: info.created_at,
-                attempts: info.attempts,
-                collation: info.collation.as_deref().map(std::rc::Rc::from),
-                immediate: info.immediate,
-            };
+            let (info, job) = self.park_popped(popped);
             self.lease_insert(
                 token,
                 Lease {
@@ -306,7 +410,7 @@ impl Queue {
 
     /// The lease `token` if it is held for `key`; the error tells a
     /// cancelled job from a lease that is simply not held.
-    fn held(&self, key: &JobKey, token: u64) -> Result<&Lease, QueueError> {
+    fn held_lease(&self, key: &JobKey, token: u64) -> Result<&Lease, QueueError> {
         match self.work.leases.get(&token) {
             Some(l) if l.key == *key => Ok(l),
             _ if self.work.cancelled.contains_key(&token) => Err(QueueError::Cancelled),
@@ -315,6 +419,10 @@ impl Queue {
     }
 
     pub(crate) fn lease_insert(&mut self, token: u64, lease: Lease) {
+        if let Some(c) = lease.job.coll_id() {
+            self.caps.add_running(c, 1);
+            self.sync_cap(c);
+        }
         let w = &mut self.work;
         w.bytes += lease.job.payload.len();
         w.lease_order.insert((lease.deadline, token));
@@ -333,23 +441,25 @@ impl Queue {
                 w.lease_keys.remove(&lease.key);
             }
         }
+        if let Some(c) = lease.job.coll_id() {
+            self.caps.add_running(c, -1);
+            self.sync_cap(c);
+        }
         Some(lease)
     }
 
     /// A new job was queued under `key` (a regrade): older attempts of it
     /// must not come back.
     pub(crate) fn supersede(&mut self, key: &JobKey) {
-        let w = &mut self.work;
-        if let Some(tokens) = w.lease_keys.get(key) {
+        if let Some(tokens) = self.work.lease_keys.get(key) {
             for t in tokens {
-                if let Some(l) = w.leases.get_mut(t) {
+                if let Some(l) = self.work.leases.get_mut(t) {
                     l.superseded = true;
                 }
             }
         }
-        if let Some(d) = w.delayed.remove(key) {
-            w.delayed_order.remove(&(d.retry_at, *key));
-            w.bytes -= d.job.payload.len();
+        if let Some(d) = self.unpark_delayed(key) {
+            self.release_parked(d.job);
         }
     }
 
@@ -363,18 +473,17 @@ impl Queue {
         now: i64,
         result_ttl: i64,
     ) -> Result<(), QueueError> {
-        self.held(key, token)?;
+        self.held_lease(key, token)?;
         let expires_at = now.saturating_add(result_ttl).min(MAX_TIME);
-        if result.is_some() && !(0..=MAX_TIME).contains(&now) {
+        if result.is_some() && !valid_time(now) {
             return Err(QueueError::TimeOverflow);
         }
-        self.take_lease(token);
+        if let Some(lease) = self.take_lease(token) {
+            self.release_parked(lease.job);
+        }
         if let Some(payload) = result {
             if result_ttl > 0 {
-                if let Some(old) = self.work.results.remove(key) {
-                    self.work.result_order.remove(&(old.expires_at, *key));
-                    self.work.bytes -= old.payload.len();
-                }
+                self.forget_result(key);
                 self.work.bytes += payload.len();
                 self.work.result_order.insert((expires_at, *key));
                 self.work.results.insert(
@@ -384,6 +493,7 @@ impl Queue {
                         payload: payload.into(),
                     },
                 );
+                self.trim_results();
             }
         }
         Ok(())
@@ -399,20 +509,21 @@ impl Queue {
         now: i64,
         policy: &Policy,
     ) -> Result<NackOutcome, QueueError> {
-        let attempts = self.held(key, token)?.job.attempts;
-        if !(0..=MAX_TIME).contains(&now) {
+        let attempts = self.held_lease(key, token)?.job.attempts;
+        if !valid_time(now) {
             return Err(QueueError::TimeOverflow);
         }
         let delay = delay.unwrap_or_else(|| policy.backoff(attempts));
         let retry_at = now
             .checked_add(delay)
-            .filter(|t| (0..=MAX_TIME).contains(t) && delay >= 0)
+            .filter(|t| valid_time(*t) && delay >= 0)
             .ok_or(QueueError::TimeOverflow)?;
         self.seq_room()?;
         let Some(lease) = self.take_lease(token) else {
             return Err(QueueError::LeaseNotHeld);
         };
         if lease.superseded {
+            self.release_parked(lease.job);
             return Ok(NackOutcome::Superseded);
         }
         if policy.exhausted(attempts) {
@@ -420,20 +531,13 @@ impl Queue {
             return Ok(NackOutcome::Dead { attempts });
         }
         if self.contains(key) || self.work.delayed.contains_key(key) {
+            self.release_parked(lease.job);
             return Ok(NackOutcome::Superseded);
         }
         if retry_at <= now {
             self.requeue_parked(*key, lease.job, now, DeathCause::Failed);
         } else {
-            self.work.bytes += lease.job.payload.len();
-            self.work.delayed_order.insert((retry_at, *key));
-            self.work.delayed.insert(
-                *key,
-                Delayed {
-                    retry_at,
-                    job: lease.job,
-                },
-            );
+            self.park_delayed(*key, lease.job, retry_at);
         }
         Ok(NackOutcome::Retry { retry_at, attempts })
     }
@@ -446,10 +550,10 @@ impl Queue {
         ms: i64,
         now: i64,
     ) -> Result<i64, QueueError> {
-        let old = self.held(key, token)?.deadline;
+        let old = self.held_lease(key, token)?.deadline;
         let deadline = now
             .checked_add(ms)
-            .filter(|t| (0..=MAX_TIME).contains(t) && ms >= 0 && now >= 0)
+            .filter(|t| valid_time(*t) && ms >= 0 && now >= 0)
             .ok_or(QueueError::TimeOverflow)?;
         self.work.lease_order.remove(&(old, token));
         self.work.lease_order.insert((deadline, token));
@@ -459,22 +563,17 @@ impl Queue {
         Ok(deadline)
     }
 
-    /// `ORCA.DELETE` of everything under an orca key: the queued job, a
-    /// pending retry, a dead entry, and every lease on it (cancelled: the
-    /// worker's next EXTEND/ACK/NACK is told so, and the job never comes
-    /// back). Returns whether anything was removed.
+    /// `ORCA.DELETE` of everything under an orca key: the queued (or held)
+    /// job, a pending retry, a dead entry, and every lease on it (cancelled:
+    /// the worker's next EXTEND/ACK/NACK is told so, and the job never
+    /// comes back). Returns whether anything was removed.
     pub fn cancel(&mut self, key: &JobKey) -> Result<bool, QueueError> {
         let mut removed = self.delete(key)?;
-        if let Some(d) = self.work.delayed.remove(key) {
-            self.work.delayed_order.remove(&(d.retry_at, *key));
-            self.work.bytes -= d.job.payload.len();
+        if let Some(d) = self.unpark_delayed(key) {
+            self.release_parked(d.job);
             removed = true;
         }
-        if let Some(d) = self.work.dead.remove(key) {
-            self.work.dead_order.remove(&(d.died_at, d.seq, *key));
-            self.work.bytes -= d.job.payload.len();
-            removed = true;
-        }
+        removed |= self.forget_dead(key);
         let mut tokens: Vec<u64> = self.work.lease_keys.get(key).cloned().unwrap_or_default();
         tokens.sort_unstable();
         for token in tokens {
@@ -485,6 +584,7 @@ impl Queue {
                     .min(MAX_TIME);
                 self.work.cancelled.insert(token, until);
                 self.work.cancelled_order.insert((until, token));
+                self.release_parked(lease.job);
                 removed = true;
             }
         }
@@ -506,10 +606,32 @@ impl Queue {
         self.work.dead.len()
     }
 
+    /// Leased jobs in deadline order, from `offset`, at most `limit`.
+    pub fn lease_list(&self, offset: usize, limit: usize) -> Vec<(u64, &Lease)> {
+        self.work
+            .lease_order
+            .iter()
+            .skip(offset)
+            .take(limit)
+            .filter_map(|(_, t)| self.work.leases.get(t).map(|l| (*t, l)))
+            .collect()
+    }
+
+    /// Delayed jobs in retry order, from `offset`, at most `limit`.
+    pub fn delayed_list(&self, offset: usize, limit: usize) -> Vec<(JobKey, &Delayed)> {
+        self.work
+            .delayed_order
+            .iter()
+            .skip(offset)
+            .take(limit)
+            .filter_map(|(_, k)| self.work.delayed.get(k).map(|d| (*k, d)))
+            .collect()
+    }
+
     /// `ORCA.DEAD ... REQUEUE`: a dead job back in the queue as immediate at
     /// `now`, with a fresh set of attempts.
     pub fn dead_requeue(&mut self, key: &JobKey, now: i64) -> Result<JobInfo<'_>, QueueError> {
-        if !(0..=MAX_TIME).contains(&now) {
+        if !valid_time(now) {
             return Err(QueueError::TimeOverflow);
         }
         if !self.work.dead.contains_key(key) {
@@ -524,25 +646,23 @@ impl Queue {
         self.work.dead_order.remove(&(d.died_at, d.seq, *key));
         self.work.bytes -= d.job.payload.len();
         self.supersede(key);
-        let loaded = LoadedJob {
-            key: *key,
-            created_at: d.job.created_at,
+        let job = Parked {
             attempts: 0,
-            skey: 0,
-            payload: d.job.payload,
+            ..d.job
         };
-        self.insert_single(loaded, d.job.collation.as_deref(), now, true)?;
+        self.queue_parked(*key, job, now)?;
         self.info(key)
     }
 
     /// `ORCA.DEAD ... PURGE`: forget every dead job; returns how many.
     pub fn dead_purge(&mut self) -> usize {
         let n = self.work.dead.len();
-        for d in self.work.dead.values() {
-            self.work.bytes -= d.job.payload.len();
-        }
-        self.work.dead.clear();
+        let dead = std::mem::take(&mut self.work.dead);
         self.work.dead_order.clear();
+        for (_, d) in dead {
+            self.work.bytes -= d.job.payload.len();
+            self.release_parked(d.job);
+        }
         n
     }
 
@@ -555,12 +675,15 @@ impl Queue {
             .map(|r| &*r.payload)
     }
 
-    /// Every state the orca key is in: queued (with its 1-based position),
-    /// delayed, leased (one entry per lease), dead.
+    /// Every state the orca key is in: queued (with its 1-based position) or
+    /// held, delayed, leased (one entry per lease), dead.
     pub fn states(&self, key: &JobKey) -> Result<Vec<State<'_>>, QueueError> {
         let mut out = Vec::new();
-        if self.contains(key) {
-            out.push(State::Queued(self.info(key)?, self.position(key)?));
+        if let Some(j) = self.job_id(key) {
+            match self.held_gate(j) {
+                Some(gate) => out.push(State::Held(self.info(key)?, Cow::Borrowed(gate))),
+                None => out.push(State::Queued(self.info(key)?, self.position(key)?)),
+            }
         }
         if let Some(d) = self.work.delayed.get(key) {
             out.push(State::Delayed(*key, d));
@@ -578,7 +701,8 @@ impl Queue {
         Ok(out)
     }
 
-    /// Counts by state: (queued, delayed, leased, dead).
+    /// Counts by state: (queued, delayed, leased, dead). Held jobs count as
+    /// queued here (they wait in the queue); `held_count` tells them apart.
     pub fn state_counts(&self) -> (usize, usize, usize, usize) {
         (
             self.len(),
@@ -586,5 +710,10 @@ impl Queue {
             self.work.leases.len(),
             self.work.dead.len(),
         )
+    }
+
+    /// Collation `c`'s running count (leased jobs naming it).
+    pub fn running(&self, c: u32) -> u32 {
+        self.caps.running(c)
     }
 }

@@ -10,7 +10,7 @@ use super::datatype::QUEUE_TYPE;
 use super::ffi::{self, selected_db, Arg, Kw};
 use super::{settings, stats, tracking};
 use crate::core::config::ConfigLimits;
-use crate::core::{decode_key, JobKey, Order, Queue, QueueError, TickReport};
+use crate::core::{decode_key, JobKey, Queue, QueueError, Settings, TickReport};
 
 pub fn core_err(e: QueueError) -> RedisError {
     err(e.to_string())
@@ -37,14 +37,15 @@ pub fn limits_for(client: bool) -> ConfigLimits {
     }
 }
 
-/// Refuse a new job when the queue holds `orca.max-queue-length` waiting jobs.
+/// Refuse a new job when the queue holds `orca.max-queue-length` waiting
+/// jobs (queued, held and delayed).
 pub fn check_room(q: &Queue, key: &JobKey) -> Result<(), RedisError> {
     let max = settings::max_queue_length();
     let (queued, delayed, _, _) = q.state_counts();
-    if !q.contains(key) && queued + delayed >= max {
+    let waiting = queued + q.held_len() + delayed;
+    if !q.contains(key) && waiting >= max {
         return Err(err(format!(
-            "queue is full ({} waiting jobs; orca.max-queue-length is {max})",
-            queued + delayed
+            "queue is full ({waiting} waiting jobs; orca.max-queue-length is {max})"
         )));
     }
     Ok(())
@@ -59,16 +60,17 @@ fn track(ctx: &Context, name: &RedisString, q: &Queue) {
     tracking::track(selected_db(ctx), name.as_slice(), q.next_deadline());
 }
 
-/// Run `op` on the queue at `name`, creating it (with the default order) if
-/// the key is empty and `create` is set. A new queue is stored only if `op`
-/// succeeds, so a failed command leaves no empty key behind. Returns op's
-/// value (`None`: no queue) and, for a queue just created, its order.
+/// Run `op` on the queue at `name`, creating it (with the module's default
+/// settings) if the key is empty and `create` is set. A new queue is stored
+/// only if `op` succeeds, so a failed command leaves no empty key behind.
+/// Returns op's value (`None`: no queue) and, for a queue just created, the
+/// settings it was created with (to replicate before the command).
 pub fn write_queue<T>(
     ctx: &Context,
     name: &RedisString,
     create: bool,
     op: impl FnOnce(&mut Queue) -> Result<T, RedisError>,
-) -> Result<(Option<T>, Option<Order>), RedisError> {
+) -> Result<(Option<T>, Option<Settings>), RedisError> {
     let key = ctx.open_key_writable(name);
     match key.get_value::<Queue>(&QUEUE_TYPE)? {
         Some(q) => {
@@ -80,13 +82,13 @@ pub fn write_queue<T>(
             Ok((Some(v), None))
         }
         None if create => {
-            let mut q = Queue::new(settings::default_order());
+            let created = settings::queue_defaults();
+            let mut q = Queue::with_settings(created);
             let v = op(&mut q)?;
-            let order = q.order();
             stats::queue_added(&q);
             track(ctx, name, &q);
             key.set_value(&QUEUE_TYPE, q)?;
-            Ok((Some(v), Some(order)))
+            Ok((Some(v), Some(created)))
         }
         None => Ok((None, None)),
     }
@@ -121,18 +123,40 @@ pub fn open_for_tick(
     Some((report, q.next_deadline()))
 }
 
-/// A queue created by a write replicates its order first (the default
-/// order is a module setting, which a replica may have set differently).
-pub fn replicate_created_order(ctx: &Context, name: &RedisString, order: Option<Order>) {
-    if let Some(order) = order {
-        ffi::replicate(
-            ctx,
-            c"ORCA.SETTINGS",
-            &[
-                Arg::Client(name),
-                Arg::Keyword(Kw::Order),
-                Arg::Bytes(order.name().as_bytes()),
-            ],
-        );
+/// A queue created by a write replicates the settings it was created with
+/// first (the defaults are module settings, which a replica or the AOF's
+/// next reader may have set differently).
+pub fn replicate_created_settings(ctx: &Context, name: &RedisString, created: Option<Settings>) {
+    if let Some(s) = created {
+        replicate_settings(ctx, name, &s);
     }
+}
+
+/// Replicate `ORCA.SETTINGS <queue>` with every setting pinned.
+pub fn replicate_settings(ctx: &Context, name: &RedisString, s: &Settings) {
+    let a = s.autodelay;
+    ffi::replicate(
+        ctx,
+        c"ORCA.SETTINGS",
+        &[
+            Arg::Client(name),
+            Arg::Keyword(Kw::Order),
+            Arg::Bytes(s.order.name().as_bytes()),
+            Arg::Bytes(b"LIFETIME"),
+            Arg::Int(s.lifetime),
+            Arg::Bytes(b"AUTODELAY"),
+            Arg::Int(a.window),
+            Arg::Int(a.step),
+            Arg::Bytes(b"CAP"),
+            Arg::Int(a.cap),
+            Arg::Bytes(b"MAXRUNNING"),
+            Arg::Int(s.max_running as i64),
+            Arg::Bytes(b"DEADMAX"),
+            Arg::Int(s.dead_max as i64),
+            Arg::Bytes(b"DEADTTL"),
+            Arg::Int(s.dead_ttl),
+            Arg::Bytes(b"RESULTMAX"),
+            Arg::Int(s.result_max as i64),
+        ],
+    );
 }

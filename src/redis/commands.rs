@@ -11,13 +11,15 @@ use redis_module::Context;
 
 use super::ffi::{self, CommandInfo};
 use super::hooks::{self, Handler};
-use super::{admin, inspect, jobs, pop, worker};
+use super::{admin, gates, inspect, jobs, pop, worker};
 
 /// Where a command's keys are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Keys {
     /// One queue key, the first argument.
     Queue,
+    /// `numkeys` queue keys after a count that is the first argument.
+    Counted,
 }
 
 pub struct Command {
@@ -110,13 +112,23 @@ pub const COMMANDS: &[Command] = &[
         complexity: c"O(log N) per job",
     },
     Command {
+        name: c"orca.mpop",
+        handler: pop::mpop,
+        flags: c"write",
+        arity: -3,
+        keys: Keys::Counted,
+        acl: c"",
+        summary: c"Lease (or take) the next job of the first of several queues that has one; optionally block on all",
+        complexity: c"O(K + log N) per job, K the queues given",
+    },
+    Command {
         name: c"orca.ack",
         handler: worker::ack,
         flags: c"write fast",
         arity: -4,
         keys: Keys::Queue,
         acl: c"",
-        summary: c"Complete a leased job, optionally keeping a result",
+        summary: c"Complete a leased job, optionally keeping a result (and take the next: NEXT)",
         complexity: c"O(log N)",
     },
     Command {
@@ -126,7 +138,7 @@ pub const COMMANDS: &[Command] = &[
         arity: -4,
         keys: Keys::Queue,
         acl: c"",
-        summary: c"Fail a leased job: retry after backoff or dead-letter it",
+        summary: c"Fail a leased job: retry after backoff or dead-letter it (and take the next: NEXT)",
         complexity: c"O(log N)",
     },
     Command {
@@ -168,6 +180,16 @@ pub const COMMANDS: &[Command] = &[
         acl: c"",
         summary: c"Apply due time-driven changes (expiries, retries)",
         complexity: c"O(due items * log N)",
+    },
+    Command {
+        name: c"orca.gate",
+        handler: gates::gate,
+        flags: c"write deny-oom",
+        arity: 4,
+        keys: Keys::Queue,
+        acl: c"",
+        summary: c"Close a gate (hold its jobs), open it (queue them) or drop it (remove them)",
+        complexity: c"O(1) to close; O(K log N) to open or drop a gate holding K jobs",
     },
     Command {
         name: c"orca.len",
@@ -226,7 +248,7 @@ pub const COMMANDS: &[Command] = &[
         arity: -2,
         keys: Keys::Queue,
         acl: c"",
-        summary: c"Read or set a queue's settings (collation order)",
+        summary: c"Read or set a queue's settings (order, lifetime, auto delay, running cap, bounds)",
         complexity: c"O(1)",
     },
     Command {
@@ -258,13 +280,22 @@ fn key_specs(c: &Command) -> Vec<KeySpec> {
             BeginSearch::new_index(1),
             FindKeys::new_range(0, 1, 0),
         )],
+        // The count at argument 1, the keys right after it.
+        Keys::Counted => vec![KeySpec::new(
+            None,
+            flags,
+            BeginSearch::new_index(1),
+            FindKeys::new_keys_num(0, 1, 1),
+        )],
     }
 }
 
-/// The legacy (first key, last key, step) of a command.
+/// The legacy (first key, last key, step) of a command. A counted key list
+/// has none: Redis finds its keys through the key spec.
 fn legacy_keys(c: &Command) -> (i32, i32, i32) {
     match c.keys {
         Keys::Queue => (1, 1, 1),
+        Keys::Counted => (0, 0, 0),
     }
 }
 
@@ -355,7 +386,7 @@ mod tests {
             assert!(names.insert(name), "{name} declared twice");
             assert_eq!(name, name.to_lowercase(), "{name} is not lowercase");
             assert!(name.starts_with("orca."));
-            // Every command takes its queue: at least `NAME queue`.
+            // Every command takes its queue(s): at least `NAME queue`.
             assert!(c.arity >= 2 || c.arity <= -2, "{name}: arity {}", c.arity);
             let flags = c.flags.to_str().unwrap();
             assert!(

@@ -1,6 +1,8 @@
 //! Read-only inspection: `ORCA.LEN`, `ORCA.STATUS`, `ORCA.LIST`,
 //! `ORCA.STATS`, `ORCA.CHECK`.
 
+use std::borrow::Cow;
+
 use redis_module::{Context, RedisError, RedisString};
 
 use super::access::{core_err, job_key_arg, read_queue};
@@ -8,8 +10,11 @@ use super::args::{err, is_kw, page_limit, parse_int, Options};
 use super::ffi::now_ms;
 use super::reply::{job_fields, owned, CmdResult, Fields, JobReply, Reply, Val};
 use super::settings;
-use crate::core::inspect::WaitStats;
-use crate::core::State;
+use crate::core::inspect::{metadata_matches, WaitStats};
+use crate::core::{Queue, Settings, State};
+
+/// How many collations `ORCA.STATS` lists under `running`.
+const RUNNING_SHOWN: usize = 100;
 
 /// `ORCA.LEN <queue>`
 pub fn len<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
@@ -41,23 +46,35 @@ pub fn status<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let reply = read_queue(ctx, name, |q| {
         let Some(key) = key else { return Ok(None) };
         let states = q.states(&key).map_err(core_err)?;
-        // The job that will run next for this key: queued or delayed first,
-        // then a running delivery, then the dead entry. Every lease on the
-        // key is listed under `leases`.
+        // The job that will run next for this key: queued, held or delayed
+        // first, then a running delivery, then the dead entry. Every lease
+        // on the key is listed under `leases`.
         let mut main: Option<Fields> = None;
         let mut leases = Vec::new();
         for st in &states {
             match st {
                 State::Queued(info, pos) => {
                     main.get_or_insert_with(|| {
-                        job_fields(info)
+                        let f = job_fields(info)
                             .str("state", "queued")
-                            .int("position", *pos as i64)
+                            .int("position", *pos as i64);
+                        if q.settings().max_running > 0 {
+                            f.int("capped", q.waits_for_cap(&key) as i64)
+                        } else {
+                            f
+                        }
+                    });
+                }
+                State::Held(info, gate) => {
+                    main.get_or_insert_with(|| {
+                        job_fields(info)
+                            .str("state", "held")
+                            .value("gate", Reply::Bulk(Cow::Owned(gate.to_vec())))
                     });
                 }
                 State::Delayed(k, d) => {
                     main.get_or_insert_with(|| {
-                        job_fields(&d.job.info(*k, d.retry_at))
+                        job_fields(&q.parked_info(*k, &d.job, d.retry_at))
                             .str("state", "delayed")
                             .int("retry_at", d.retry_at)
                     });
@@ -71,7 +88,7 @@ pub fn status<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
                             .build(),
                     );
                     main.get_or_insert_with(|| {
-                        job_fields(&l.job.info(*k, l.deadline))
+                        job_fields(&q.parked_info(*k, &l.job, l.deadline))
                             .str("state", "leased")
                             .value("lease", Reply::Token(*token))
                             .int("deadline", l.deadline)
@@ -79,7 +96,7 @@ pub fn status<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
                 }
                 State::Dead(k, d) => {
                     main.get_or_insert_with(|| {
-                        job_fields(&d.job.info(*k, d.died_at))
+                        job_fields(&q.parked_info(*k, &d.job, d.died_at))
                             .str("state", "dead")
                             .int("died_at", d.died_at)
                             .str("cause", d.cause.name())
@@ -92,7 +109,32 @@ pub fn status<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     Ok(reply.flatten().unwrap_or(Reply::Null))
 }
 
-/// `ORCA.LIST <queue> [OFFSET n] [LIMIT n] [FILTER <metadata-field> <value>]`
+/// Which jobs `ORCA.LIST` lists.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ListState {
+    Queued,
+    Held,
+    Leased,
+    Delayed,
+    Dead,
+}
+
+fn list_state(arg: &RedisString) -> Result<ListState, RedisError> {
+    for (kw, s) in [
+        ("QUEUED", ListState::Queued),
+        ("HELD", ListState::Held),
+        ("LEASED", ListState::Leased),
+        ("DELAYED", ListState::Delayed),
+        ("DEAD", ListState::Dead),
+    ] {
+        if is_kw(arg, kw) {
+            return Ok(s);
+        }
+    }
+    Err(err("STATE must be QUEUED, HELD, LEASED, DELAYED or DEAD"))
+}
+
+/// `ORCA.LIST <queue> [STATE s] [GATE g] [OFFSET n] [LIMIT n] [FILTER <metadata-field> <value>]`
 pub fn list<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let [_, name, rest @ ..] = args else {
         return Err(RedisError::WrongArity);
@@ -121,7 +163,7 @@ pub fn list<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
             i += 1;
         }
     }
-    let opts = Options::parse(&others, &["OFFSET", "LIMIT"])?;
+    let opts = Options::parse(&others, &["OFFSET", "LIMIT", "STATE", "GATE"])?;
     let offset = match opts.get("OFFSET") {
         None => 0,
         Some(v) => {
@@ -133,19 +175,100 @@ pub fn list<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         }
     };
     let limit = page_limit(&opts)?;
+    let state = opts
+        .get("STATE")
+        .map(list_state)
+        .transpose()?
+        .unwrap_or(ListState::Queued);
+    let gate = opts.get("GATE").map(|g| g.as_slice().to_vec());
+    if gate.is_some() && state != ListState::Held {
+        return Err(err("GATE applies to STATE HELD only"));
+    }
     let page = read_queue(ctx, name, |q| {
         let f = filter.as_ref().map(|(a, b)| (a.as_str(), b.as_str()));
-        Ok(q.list(offset, limit, f)
-            .into_iter()
-            .map(|(info, pos)| {
-                JobReply::full(owned(info))
-                    .with("state", Val::Bytes(b"queued"))
-                    .with("position", Val::Int(pos as i64))
-                    .reply()
-            })
-            .collect::<Vec<_>>())
+        Ok(match state {
+            ListState::Queued => q
+                .list(offset, limit, f)
+                .into_iter()
+                .map(|(info, pos)| {
+                    JobReply::full(owned(info))
+                        .with("state", Val::Bytes(b"queued"))
+                        .with("position", Val::Int(pos as i64))
+                        .reply()
+                })
+                .collect(),
+            _ => list_parked(q, state, gate.as_deref(), offset, limit, f),
+        })
     })?;
     Ok(Reply::Array(page.unwrap_or_default()))
+}
+
+/// A page of held, leased, delayed or dead jobs. Without a filter O(offset
+/// + page); with one, a scan of that state's jobs.
+fn list_parked<'a>(
+    q: &Queue,
+    state: ListState,
+    gate: Option<&[u8]>,
+    offset: usize,
+    limit: usize,
+    filter: Option<(&str, &str)>,
+) -> Vec<Reply<'a>> {
+    let (from, take) = match filter {
+        Some(_) => (0, usize::MAX),
+        None => (offset, limit),
+    };
+    let keep = |payload: &[u8]| filter.is_none_or(|(f, v)| metadata_matches(payload, f, v));
+    let page: Vec<Reply<'a>> = match state {
+        ListState::Held => q
+            .held_list(gate, from, take)
+            .into_iter()
+            .filter(|(info, _)| keep(&info.payload))
+            .map(|(info, g)| {
+                JobReply::full(owned(info))
+                    .with("state", Val::Bytes(b"held"))
+                    .with("gate", Val::Owned(g.to_vec()))
+                    .reply()
+            })
+            .collect(),
+        ListState::Leased => q
+            .lease_list(from, take)
+            .into_iter()
+            .filter(|(_, l)| keep(&l.job.payload))
+            .map(|(token, l)| {
+                JobReply::full(owned(q.parked_info(l.key, &l.job, l.deadline)))
+                    .with("state", Val::Bytes(b"leased"))
+                    .with("lease", Val::Token(token))
+                    .with("deadline", Val::Int(l.deadline))
+                    .reply()
+            })
+            .collect(),
+        ListState::Delayed => q
+            .delayed_list(from, take)
+            .into_iter()
+            .filter(|(_, d)| keep(&d.job.payload))
+            .map(|(k, d)| {
+                JobReply::full(owned(q.parked_info(k, &d.job, d.retry_at)))
+                    .with("state", Val::Bytes(b"delayed"))
+                    .with("retry_at", Val::Int(d.retry_at))
+                    .reply()
+            })
+            .collect(),
+        ListState::Dead | ListState::Queued => q
+            .dead_list(from, take)
+            .into_iter()
+            .filter(|(_, d)| keep(&d.job.payload))
+            .map(|(k, d)| {
+                super::worker::dead_reply(
+                    JobReply::full(owned(q.parked_info(k, &d.job, d.died_at))),
+                    d,
+                )
+            })
+            .collect(),
+    };
+    match filter {
+        Some(_) => page.into_iter().skip(offset).take(limit).collect(),
+        None => page,
+    }
 }
 
 fn wait(w: &WaitStats) -> Reply<'static> {
@@ -160,17 +283,62 @@ fn wait(w: &WaitStats) -> Reply<'static> {
     .build()
 }
 
+/// A queue's settings as a reply map (also the `settings` of `ORCA.STATS`).
+pub fn settings_map(s: &Settings) -> Fields<'static> {
+    Fields::new()
+        .str("order", s.order.name())
+        .int("lifetime", s.lifetime)
+        .int("autodelay_window", s.autodelay.window)
+        .int("autodelay_step", s.autodelay.step)
+        .int("autodelay_cap", s.autodelay.cap)
+        .int("maxrunning", s.max_running as i64)
+        .int("deadmax", s.dead_max as i64)
+        .int("deadttl", s.dead_ttl)
+        .int("resultmax", s.result_max as i64)
+}
+
 /// `ORCA.STATS <queue>`
 pub fn stats<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let [_, name] = args else {
         return Err(RedisError::WrongArity);
     };
     let now = now_ms();
-    let (s, order) = read_queue(ctx, name, |q| Ok((q.stats(now), q.order())))?
-        .unwrap_or_else(|| (Default::default(), settings::default_order()));
-    Ok(Fields::new()
-        .str("order", order.name())
+    let reply = read_queue(ctx, name, |q| {
+        let s = q.stats(now);
+        let gates = q
+            .gate_list()
+            .into_iter()
+            .map(|(g, n)| (Reply::Bulk(Cow::Owned(g.to_vec())), Reply::Int(n as i64)))
+            .collect();
+        let running = q
+            .running_by_collation(RUNNING_SHOWN)
+            .into_iter()
+            .map(|(c, n)| (Reply::text(c.into_owned()), Reply::Int(n as i64)))
+            .collect();
+        Ok(stats_reply(&s, q.settings(), q.held_len(), gates, running))
+    })?;
+    Ok(reply.unwrap_or_else(|| {
+        stats_reply(
+            &Default::default(),
+            &settings::queue_defaults(),
+            0,
+            Vec::new(),
+            Vec::new(),
+        )
+    }))
+}
+
+fn stats_reply<'a>(
+    s: &crate::core::inspect::QueueStats,
+    settings: &Settings,
+    held: usize,
+    gates: Vec<(Reply<'a>, Reply<'a>)>,
+    running: Vec<(Reply<'a>, Reply<'a>)>,
+) -> Reply<'a> {
+    Fields::new()
+        .str("order", settings.order.name())
         .int("queued", s.queued as i64)
+        .int("held", held as i64)
         .int("delayed", s.delayed as i64)
         .int("leased", s.leased as i64)
         .int("dead", s.dead as i64)
@@ -179,5 +347,8 @@ pub fn stats<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         .int("immediate", s.immediate as i64)
         .value("wait_all", wait(&s.wait_all))
         .value("wait_released", wait(&s.wait_released))
-        .build())
+        .value("gates", Reply::Pairs(gates))
+        .value("running", Reply::Pairs(running))
+        .value("settings", settings_map(settings).build())
+        .build()
 }

@@ -11,14 +11,14 @@ use redis_module::{Context, RedisError, RedisString};
 
 use super::access::{
     check_payload, check_room, core_err, job_key_arg, limits_for, read_queue,
-    replicate_created_order, write_queue,
+    replicate_created_settings, write_queue,
 };
 use super::args::{err, from_master_or_aof, is_kw, parse_ms, Options};
 use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
 use super::reply::{CmdResult, JobReply, Reply, Val};
 use super::{settings, stats};
 use crate::core::config::parse_config_limited;
-use crate::core::{JobConfig, JobInfo, Move, QueueError};
+use crate::core::{JobConfig, JobInfo, Move, Put, QueueError};
 
 #[derive(Clone, Copy)]
 enum PutKind {
@@ -44,19 +44,26 @@ fn put<'a>(ctx: &Context, args: &'a [RedisString], kind: PutKind) -> CmdResult<'
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
     let (mut cfg, client) = config_arg(ctx, json)?;
     let payload = json.as_slice();
-    let (job, order) = write_queue(ctx, name, true, |q| {
+    let (job, created_with) = write_queue(ctx, name, true, |q| {
         if client {
             check_room(q, &cfg.job_key)?;
         }
-        let (info, created) = match kind {
+        let key = cfg.job_key;
+        let (info, put) = match kind {
             PutKind::Enqueue => q.enqueue(&cfg, payload, now),
             PutKind::Immediate => q.put_immediate(&cfg, payload, now),
         }
         .map_err(core_err)?;
-        Ok((detach(&info, cfg.collation.take()), created))
+        let info = detach(&info, cfg.collation.take());
+        let autodelay = q.settings().autodelay.on();
+        let gate = put
+            .held
+            .then(|| q.held_gate_of(&key).map(|g| g.to_vec()))
+            .flatten();
+        Ok((info, put, autodelay, gate))
     })?;
-    let (info, created) = job.ok_or_else(|| err("queue missing"))?;
-    replicate_created_order(ctx, name, order);
+    let (info, put, autodelay, gate) = job.ok_or_else(|| err("queue missing"))?;
+    replicate_created_settings(ctx, name, created_with);
     let cmd = match kind {
         PutKind::Enqueue => c"ORCA.ENQUEUE",
         PutKind::Immediate => c"ORCA.IMMEDIATE",
@@ -71,19 +78,41 @@ fn put<'a>(ctx: &Context, args: &'a [RedisString], kind: PutKind) -> CmdResult<'
             Arg::Int(now),
         ],
     );
-    if created {
+    if put.created {
         stats::add(&stats::ENQUEUED, 1);
     }
-    let event = match (kind, created) {
-        (_, false) => c"orca.update",
-        (PutKind::Enqueue, true) => c"orca.enqueue",
-        (PutKind::Immediate, true) => c"orca.immediate",
+    let event = match (kind, put.created, put.held) {
+        (_, false, _) => c"orca.update",
+        (_, true, true) => c"orca.held",
+        (PutKind::Enqueue, true, false) => c"orca.enqueue",
+        (PutKind::Immediate, true, false) => c"orca.immediate",
     };
     ffi::notify(ctx, event, name);
-    signal_ready(ctx, name);
-    Ok(JobReply::meta(info)
-        .with("created", Val::Int(created as i64))
-        .reply())
+    if !put.held {
+        signal_ready(ctx, name);
+    }
+    Ok(write_reply(info, put, autodelay, gate))
+}
+
+/// The write reply of a put: the job reply without payload, `created`,
+/// `delay` when the queue has an auto delay, `state` and `gate` when the job
+/// is held.
+fn write_reply<'a>(
+    info: JobInfo<'a>,
+    put: Put,
+    autodelay: bool,
+    gate: Option<Vec<u8>>,
+) -> Reply<'a> {
+    let mut r = JobReply::meta(info).with("created", Val::Int(put.created as i64));
+    if autodelay {
+        r = r.with("delay", Val::Int(put.delay));
+    }
+    if let Some(g) = gate {
+        r = r
+            .with("state", Val::Bytes(b"held"))
+            .with("gate", Val::Owned(g));
+    }
+    r.reply()
 }
 
 /// The reply's view of a job just put, owning what it needs instead of
@@ -124,22 +153,29 @@ pub fn reenqueue<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let created_at = parse_ms(created_at, "created_at")?;
     let (cfg, client) = config_arg(ctx, json)?;
     let payload = json.as_slice();
-    let (reply, order) = write_queue(ctx, name, true, |q| {
+    let (reply, created_with) = write_queue(ctx, name, true, |q| {
         if client {
             check_room(q, &cfg.job_key)?;
         }
-        let (info, created) = q
+        let (info, put) = q
             .put_immediate(&cfg, payload, created_at)
             .map_err(core_err)?;
-        Ok(JobReply::meta(detach(&info, None))
-            .with("created", Val::Int(created as i64))
-            .reply())
+        let info = detach(&info, None);
+        let autodelay = q.settings().autodelay.on();
+        let gate = put
+            .held
+            .then(|| q.held_gate_of(&cfg.job_key).map(|g| g.to_vec()))
+            .flatten();
+        Ok((write_reply(info, put, autodelay, gate), put.held))
     })?;
-    replicate_created_order(ctx, name, order);
+    let (reply, held) = reply.ok_or_else(|| err("queue missing"))?;
+    replicate_created_settings(ctx, name, created_with);
     ctx.replicate_verbatim();
     ffi::notify(ctx, c"orca.reenqueue", name);
-    signal_ready(ctx, name);
-    reply.ok_or_else(|| err("queue missing"))
+    if !held {
+        signal_ready(ctx, name);
+    }
+    Ok(reply)
 }
 
 /// `ORCA.MOVE <queue> <orca-key> RELEASE|DELAY [NOW <ms>] [BUFFER <ms>]`
@@ -208,11 +244,18 @@ pub fn delete<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         read_queue(ctx, name, |_| Ok(()))?;
         return Ok(Reply::Int(0));
     };
-    let (removed, _) = write_queue(ctx, name, false, |q| q.cancel(&key).map_err(core_err))?;
-    let removed = removed.unwrap_or(false);
+    let (removed, _) = write_queue(ctx, name, false, |q| {
+        let removed = q.cancel(&key).map_err(core_err)?;
+        Ok((removed, q.take_woken()))
+    })?;
+    let (removed, woken) = removed.unwrap_or((false, false));
     if removed {
         ctx.replicate_verbatim();
         ffi::notify(ctx, c"orca.delete", name);
+    }
+    if woken {
+        // A cancelled lease let a capped collation through.
+        signal_ready(ctx, name);
     }
     Ok(Reply::Int(removed as i64))
 }

@@ -7,7 +7,7 @@
 //!   functions handed to them inside the guard; `datatype` the type callbacks.
 //! - `reply`, `args`, `settings`, `stats`, `tracking` (queues with pending
 //!   deadlines); `access` opens keys as queues.
-//! - The commands: `jobs`, `pop`, `worker`, `inspect`, `admin`; `timer`
+//! - The commands: `jobs`, `pop`, `worker`, `inspect`, `admin`, `gates`; `timer`
 //!   ticks due queues; `commands` is the command table.
 //!
 //! `unsafe` lives only in `alloc.rs`, `ffi.rs`, `hooks.rs` and
@@ -20,6 +20,7 @@ pub mod args;
 pub mod commands;
 pub mod datatype;
 pub mod ffi;
+pub mod gates;
 pub mod guard;
 pub mod hooks;
 pub mod inspect;

@@ -1,25 +1,41 @@
-//! `ORCA.POP`: hand out the next jobs, leased (at-least-once) or taken
-//! (`LEASE 0`), optionally blocking like BLPOP until a job can be had.
+//! `ORCA.POP` and `ORCA.MPOP`: hand out the next jobs, leased
+//! (at-least-once) or taken (`LEASE 0`), optionally blocking like BLPOP /
+//! BLMPOP until a job can be had. `take` is also the second half of
+//! `ORCA.ACK ... NEXT` and `ORCA.NACK ... NEXT` (`worker.rs`).
 //!
 //! Every pop runs the queue's due time-driven changes first, and
 //! replicates as `ORCA.POP <q> LEASE <ms> COUNT <n> NOW <ms> MAXATTEMPTS <n>`
-//! (the clock and the retry policy pinned).
+//! (the clock and the retry policy pinned), whichever command it came from.
 
 use redis_module::{Context, RedisError, RedisString};
 
 use super::access::{core_err, write_queue};
 use super::args::{check_pins, err, from_master_or_aof, max_attempts, parse_int, Options};
-use super::ffi::{self, deny_blocking, now_ms, Arg, Kw};
+use super::ffi::{self, deny_blocking, now_ms, signal_ready, Arg, Kw};
 use super::hooks;
 use super::reply::{CmdResult, Reply};
 use super::{settings, stats, timer};
 
-struct PopArgs {
-    lease: i64,
-    block: Option<i64>,
-    count: Option<i64>,
-    now: Option<i64>,
-    max_attempts: i64,
+/// What a pop asks for.
+pub struct PopArgs {
+    pub lease: i64,
+    pub block: Option<i64>,
+    pub count: Option<i64>,
+    pub now: Option<i64>,
+    pub max_attempts: i64,
+}
+
+impl PopArgs {
+    /// One job, leased for `lease` ms, at `now` (ACK/NACK ... NEXT).
+    pub fn next(lease: i64, now: i64, max_attempts: i64) -> Self {
+        PopArgs {
+            lease,
+            block: None,
+            count: None,
+            now: Some(now),
+            max_attempts,
+        }
+    }
 }
 
 fn parse_pop(ctx: &Context, rest: &[RedisString]) -> Result<PopArgs, RedisError> {
@@ -49,20 +65,24 @@ fn parse_pop(ctx: &Context, rest: &[RedisString]) -> Result<PopArgs, RedisError>
     })
 }
 
-/// Pop what is there now. `None` when nothing was handed out.
-fn try_pop<'a>(
+/// Pop what `name` can hand out now. `None` when nothing was handed out.
+/// `queue` names the queue in each job of the reply (MPOP).
+pub fn take<'a>(
     ctx: &Context,
-    name: &RedisString,
+    name: &'a RedisString,
     p: &PopArgs,
+    queue: bool,
 ) -> Result<Option<Reply<'a>>, RedisError> {
     let now = p.now.unwrap_or_else(now_ms);
     let policy = settings::policy(Some(p.max_attempts));
     let count = p.count.unwrap_or(1) as usize;
     let (res, _) = write_queue(ctx, name, false, |q| {
-        q.pop_deliveries(now, p.lease, count, &policy)
-            .map_err(core_err)
+        let r = q
+            .pop_deliveries(now, p.lease, count, &policy)
+            .map_err(core_err)?;
+        Ok((r, q.take_woken()))
     })?;
-    let Some((ds, report)) = res else {
+    let Some(((ds, report), woken)) = res else {
         return Ok(None);
     };
     if !ds.is_empty() || report.changed() {
@@ -83,6 +103,9 @@ fn try_pop<'a>(
         );
         timer::publish(ctx, name, &report);
     }
+    if woken {
+        signal_ready(ctx, name);
+    }
     if ds.is_empty() {
         return Ok(None);
     }
@@ -91,8 +114,18 @@ fn try_pop<'a>(
     Ok(Some(Reply::Deliveries {
         ds,
         array: p.count.is_some(),
-        queue: None,
+        queue: queue.then(|| name.as_slice()),
     }))
+}
+
+/// Refuse BLOCK where a client cannot be blocked.
+fn check_block(ctx: &Context, p: &PopArgs) -> Result<(), RedisError> {
+    if p.block.is_some() && deny_blocking(ctx) {
+        return Err(err(
+            "BLOCK is not allowed inside MULTI/EXEC or scripts; pop without BLOCK",
+        ));
+    }
+    Ok(())
 }
 
 /// `ORCA.POP <queue> [LEASE ms] [BLOCK ms] [COUNT n]`
@@ -101,23 +134,26 @@ pub fn pop<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         return Err(RedisError::WrongArity);
     };
     let p = parse_pop(ctx, rest)?;
-    if p.block.is_some() && deny_blocking(ctx) {
-        return Err(err(
-            "BLOCK is not allowed inside MULTI/EXEC or scripts; pop without BLOCK",
-        ));
-    }
-    if let Some(v) = try_pop(ctx, name, &p)? {
+    check_block(ctx, &p)?;
+    if let Some(v) = take(ctx, name, &p, false)? {
         return Ok(v);
     }
     match p.block {
         None => Ok(Reply::Null),
-        Some(timeout) => {
-            if hooks::block_on_keys(ctx, &[name], timeout, pop_on_ready, pop_on_timeout) {
-                Ok(Reply::Blocked)
-            } else {
-                Err(err("could not block the client"))
-            }
-        }
+        Some(timeout) => block(ctx, &[name], timeout, pop_on_ready),
+    }
+}
+
+fn block<'a>(
+    ctx: &Context,
+    keys: &[&RedisString],
+    timeout: i64,
+    on_ready: hooks::OnReady,
+) -> CmdResult<'a> {
+    if hooks::block_on_keys(ctx, keys, timeout, on_ready, on_timeout) {
+        Ok(Reply::Blocked)
+    } else {
+        Err(err("could not block the client"))
     }
 }
 
@@ -131,10 +167,69 @@ fn pop_on_ready<'a>(ctx: &Context, args: &'a [RedisString]) -> Option<CmdResult<
         Ok(p) => p,
         Err(e) => return Some(Err(e)),
     };
-    try_pop(ctx, name, &p).transpose()
+    take(ctx, name, &p, false).transpose()
 }
 
 /// BLOCK ran out: nil, like BLPOP.
-fn pop_on_timeout<'a>(_ctx: &Context, _args: &'a [RedisString]) -> CmdResult<'a> {
+fn on_timeout<'a>(_ctx: &Context, _args: &'a [RedisString]) -> CmdResult<'a> {
     Ok(Reply::Null)
+}
+
+/// `ORCA.MPOP <numkeys> <queue> [<queue> ...] ...`: the queues and the rest.
+fn mpop_args(args: &[RedisString]) -> Result<(&[RedisString], &[RedisString]), RedisError> {
+    let [_, numkeys, rest @ ..] = args else {
+        return Err(RedisError::WrongArity);
+    };
+    let n = parse_int(numkeys, "numkeys")?;
+    if n < 1 || n as usize > rest.len() {
+        return Err(err(
+            "numkeys must be between 1 and the number of queues given",
+        ));
+    }
+    Ok(rest.split_at(n as usize))
+}
+
+/// The first queue, in argument order, that can hand out jobs does.
+fn take_first<'a>(
+    ctx: &Context,
+    queues: &'a [RedisString],
+    p: &PopArgs,
+) -> Result<Option<Reply<'a>>, RedisError> {
+    for q in queues {
+        if let Some(r) = take(ctx, q, p, true)? {
+            return Ok(Some(r));
+        }
+    }
+    Ok(None)
+}
+
+/// `ORCA.MPOP <numkeys> <queue> [<queue> ...] [LEASE ms] [BLOCK ms] [COUNT n]`
+pub fn mpop<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
+    let (queues, rest) = mpop_args(args)?;
+    let p = parse_pop(ctx, rest)?;
+    check_block(ctx, &p)?;
+    if let Some(v) = take_first(ctx, queues, &p)? {
+        return Ok(v);
+    }
+    match p.block {
+        None => Ok(Reply::Null),
+        Some(timeout) => {
+            let keys: Vec<&RedisString> = queues.iter().collect();
+            block(ctx, &keys, timeout, mpop_on_ready)
+        }
+    }
+}
+
+/// One of the queues of a blocked MPOP was signalled: the first queue in
+/// argument order that can hand out jobs does; else keep waiting.
+fn mpop_on_ready<'a>(ctx: &Context, args: &'a [RedisString]) -> Option<CmdResult<'a>> {
+    let (queues, rest) = match mpop_args(args) {
+        Ok(a) => a,
+        Err(e) => return Some(Err(e)),
+    };
+    let p = match parse_pop(ctx, rest) {
+        Ok(p) => p,
+        Err(e) => return Some(Err(e)),
+    };
+    take_first(ctx, queues, &p).transpose()
 }

@@ -82,6 +82,8 @@ pub enum Reply<'a> {
     /// Fields in the order to send them (`Fields::build` sorts them
     /// alphabetically).
     Map(Vec<(&'static str, Reply<'a>)>),
+    /// A map whose keys are data (gate names, collations).
+    Pairs(Vec<(Reply<'a>, Reply<'a>)>),
     Array(Vec<Reply<'a>>),
     /// The job reply of docs/commands.md, with extra fields.
     Job(JobReply<'a>),
@@ -107,10 +109,12 @@ impl<'a> Reply<'a> {
 }
 
 /// A field value of a job reply's extra fields.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Val<'a> {
     Int(i64),
     Bytes(&'a [u8]),
+    /// Bytes the reply owns.
+    Owned(Vec<u8>),
     /// A number sent as a bulk string (a lease token).
     Token(u64),
     Null,
@@ -135,7 +139,7 @@ impl<'a> JobReply<'a> {
         JobReply {
             info,
             payload: true,
-            extras: [("", Val::Null); MAX_EXTRAS],
+            extras: std::array::from_fn(|_| ("", Val::Null)),
             len: 0,
         }
     }
@@ -216,6 +220,13 @@ pub fn write<S: Sink>(s: &mut S, r: &Reply) {
             s.map(fields.len());
             for (k, v) in fields {
                 s.bulk(k.as_bytes());
+                write(s, v);
+            }
+        }
+        Reply::Pairs(pairs) => {
+            s.map(pairs.len());
+            for (k, v) in pairs {
+                write(s, k);
                 write(s, v);
             }
         }
@@ -345,6 +356,7 @@ fn write_val<S: Sink>(s: &mut S, v: &Val) {
     match v {
         Val::Int(v) => s.int(*v),
         Val::Bytes(b) => s.bulk(b),
+        Val::Owned(b) => s.bulk(b),
         Val::Token(n) => write_token(s, *n),
         Val::Null => s.null(),
     }
@@ -381,12 +393,15 @@ fn write_job_field<S: Sink>(s: &mut S, info: &JobInfo, field: &str) {
 /// A job reply: the job's fields merged with the extra fields, all in
 /// alphabetical order.
 fn write_job<S: Sink>(s: &mut S, j: &JobReply) {
-    let mut extra: [(&'static str, Val); MAX_EXTRAS] = j.extras;
+    let mut extra: [Option<&(&'static str, Val)>; MAX_EXTRAS] = [None; MAX_EXTRAS];
+    for (slot, e) in extra.iter_mut().zip(j.extras.iter().take(j.len)) {
+        *slot = Some(e);
+    }
     let extra = extra.get_mut(..j.len).unwrap_or_default();
-    extra.sort_unstable_by_key(|(k, _)| *k);
+    extra.sort_unstable_by_key(|e| e.map(|(k, _)| *k));
     let own = JOB_FIELDS.len() - !j.payload as usize;
     s.map(own + extra.len());
-    let mut extra = extra.iter().peekable();
+    let mut extra = extra.iter().flatten().copied().peekable();
     for field in JOB_FIELDS {
         if !j.payload && field == "payload" {
             continue;

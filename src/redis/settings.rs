@@ -7,7 +7,8 @@ use std::sync::Mutex;
 use redis_module::enum_configuration;
 
 use crate::core::config::ConfigLimits;
-use crate::core::{Order, Policy};
+use crate::core::settings::AutoDelay;
+use crate::core::{Order, Policy, Settings};
 
 enum_configuration! {
     #[allow(non_camel_case_types)]
@@ -43,6 +44,23 @@ pub static MAX_QUEUE_LENGTH: AtomicI64 = AtomicI64::new(10_000_000);
 pub static MAX_KEY_LENGTH: AtomicI64 = AtomicI64::new(1024);
 /// `orca.max-collation-id-length`: longest collation id (bytes).
 pub static MAX_COLLATION_ID_LENGTH: AtomicI64 = AtomicI64::new(256);
+
+/// `orca.max-gate-length`: longest gate name (bytes), in configs and `ORCA.GATE`.
+pub static MAX_GATE_LENGTH: AtomicI64 = AtomicI64::new(256);
+
+/// Defaults of the per-queue settings (`ORCA.SETTINGS`), given to a queue
+/// when it is created: `orca.job-lifetime` (0 = never), `orca.max-running`
+/// (0 = no cap), `orca.dead-max`, `orca.dead-ttl` (0 = kept),
+/// `orca.result-max`, and `orca.autodelay-window` / `-step` / `-cap`
+/// (window 0 = off).
+pub static JOB_LIFETIME: AtomicI64 = AtomicI64::new(0);
+pub static MAX_RUNNING: AtomicI64 = AtomicI64::new(0);
+pub static DEAD_MAX: AtomicI64 = AtomicI64::new(100_000);
+pub static DEAD_TTL: AtomicI64 = AtomicI64::new(0);
+pub static RESULT_MAX: AtomicI64 = AtomicI64::new(100_000);
+pub static AUTODELAY_WINDOW: AtomicI64 = AtomicI64::new(0);
+pub static AUTODELAY_STEP: AtomicI64 = AtomicI64::new(0);
+pub static AUTODELAY_CAP: AtomicI64 = AtomicI64::new(0);
 
 /// `orca.trust-client-clock`: accept `NOW`/`MAXATTEMPTS` from clients on
 /// worker commands (POP, ACK, NACK, EXTEND, TICK). Off by default.
@@ -103,9 +121,38 @@ pub fn max_queue_length() -> usize {
     get(&MAX_QUEUE_LENGTH).max(0) as usize
 }
 
+pub fn max_gate_length() -> usize {
+    get(&MAX_GATE_LENGTH).max(0) as usize
+}
+
 pub fn config_limits() -> ConfigLimits {
     ConfigLimits {
         max_key_len: get(&MAX_KEY_LENGTH).max(0) as usize,
         max_collation_id_len: get(&MAX_COLLATION_ID_LENGTH).max(0) as usize,
+        max_gate_len: max_gate_length(),
+    }
+}
+
+/// The settings a queue created now gets. An auto delay with a step but no
+/// window (which `ORCA.SETTINGS` refuses) comes out off.
+pub fn queue_defaults() -> Settings {
+    let window = get(&AUTODELAY_WINDOW).max(0);
+    let autodelay = if window > 0 {
+        AutoDelay {
+            window,
+            step: get(&AUTODELAY_STEP).max(0),
+            cap: get(&AUTODELAY_CAP).max(0),
+        }
+    } else {
+        AutoDelay::default()
+    };
+    Settings {
+        order: default_order(),
+        lifetime: get(&JOB_LIFETIME).max(0),
+        autodelay,
+        max_running: get(&MAX_RUNNING).clamp(0, u32::MAX as i64) as u32,
+        dead_max: get(&DEAD_MAX).max(0) as u64,
+        dead_ttl: get(&DEAD_TTL).max(0),
+        result_max: get(&RESULT_MAX).max(0) as u64,
     }
 }

@@ -17,6 +17,7 @@ pub static QUEUED: AtomicI64 = AtomicI64::new(0);
 pub static DELAYED: AtomicI64 = AtomicI64::new(0);
 pub static LEASED: AtomicI64 = AtomicI64::new(0);
 pub static DEAD: AtomicI64 = AtomicI64::new(0);
+pub static HELD: AtomicI64 = AtomicI64::new(0);
 
 pub static ENQUEUED: AtomicI64 = AtomicI64::new(0);
 pub static POPPED: AtomicI64 = AtomicI64::new(0);
@@ -25,11 +26,14 @@ pub static NACKED: AtomicI64 = AtomicI64::new(0);
 pub static EXPIRED: AtomicI64 = AtomicI64::new(0);
 pub static RETRIED: AtomicI64 = AtomicI64::new(0);
 pub static DIED: AtomicI64 = AtomicI64::new(0);
+pub static LIFETIME_EXPIRED: AtomicI64 = AtomicI64::new(0);
 
-pub type Counts = (usize, usize, usize, usize);
+/// (queued, delayed, leased, dead, held)
+pub type Counts = (usize, usize, usize, usize, usize);
 
 pub fn counts(q: &Queue) -> Counts {
-    q.state_counts()
+    let (queued, delayed, leased, dead) = q.state_counts();
+    (queued, delayed, leased, dead, q.held_len())
 }
 
 fn apply(c: Counts, sign: i64) {
@@ -37,6 +41,7 @@ fn apply(c: Counts, sign: i64) {
     DELAYED.fetch_add(sign * c.1 as i64, Relaxed);
     LEASED.fetch_add(sign * c.2 as i64, Relaxed);
     DEAD.fetch_add(sign * c.3 as i64, Relaxed);
+    HELD.fetch_add(sign * c.4 as i64, Relaxed);
 }
 
 /// A queue came into being (created, loaded, copied).
@@ -71,6 +76,7 @@ pub fn info(ctx: &InfoContext) {
         .and_then(|s| s.field("jobs_delayed", g(&DELAYED)))
         .and_then(|s| s.field("jobs_leased", g(&LEASED)))
         .and_then(|s| s.field("jobs_dead", g(&DEAD)))
+        .and_then(|s| s.field("jobs_held", g(&HELD)))
         .and_then(|s| s.build_section())
         .and_then(|b| {
             b.add_section("totals")
@@ -81,6 +87,7 @@ pub fn info(ctx: &InfoContext) {
                 .and_then(|s| s.field("expired", g(&EXPIRED)))
                 .and_then(|s| s.field("retried", g(&RETRIED)))
                 .and_then(|s| s.field("dead", g(&DIED)))
+                .and_then(|s| s.field("lifetime_expired", g(&LIFETIME_EXPIRED)))
                 .and_then(|s| s.build_section())
         })
         .and_then(|b| b.build_info());

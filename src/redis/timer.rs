@@ -109,8 +109,12 @@ pub fn publish(ctx: &Context, key: &RedisString, r: &TickReport) {
     stats::add(&stats::EXPIRED, r.expired);
     stats::add(&stats::RETRIED, r.retried);
     stats::add(&stats::DIED, r.died);
+    stats::add(&stats::LIFETIME_EXPIRED, r.lifetime);
     if r.expired > 0 {
         ffi::notify(ctx, c"orca.expire", key);
+    }
+    if r.lifetime > 0 {
+        ffi::notify(ctx, c"orca.lifetime", key);
     }
     if r.retried > 0 {
         ffi::notify(ctx, c"orca.retry", key);

@@ -14,6 +14,7 @@ use super::args::{
     Options,
 };
 use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
+use super::pop::{take, PopArgs};
 use super::reply::{owned, CmdResult, Fields, JobReply, Reply, Val};
 use super::{settings, stats, timer};
 use crate::core::worker::Dead;
@@ -34,13 +35,56 @@ fn lease_arg(arg: &RedisString) -> Result<u64, RedisError> {
     }
 }
 
-/// `ORCA.ACK <queue> <orca-key> <lease> [RESULT payload] [TTL ms]`
-pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
-    if args.len() < 4 {
-        return Err(RedisError::WrongArity);
+/// The options of ACK/NACK and, after `NEXT`, of the pop that follows.
+/// `NEXT` takes no value; `LEASE ms` may follow it.
+fn split_next(rest: &[RedisString]) -> (&[RedisString], Option<&[RedisString]>) {
+    // Option values are never bare `NEXT` at an even offset: options come
+    // in NAME value pairs, so look only where a name stands.
+    let mut i = 0;
+    while i < rest.len() {
+        if is_kw(&rest[i], "NEXT") {
+            return (&rest[..i], rest.get(i + 1..));
+        }
+        i += 2;
     }
-    let name = &args[1];
-    let opts = Options::parse(&args[4..], &["RESULT", "TTL", "NOW"])?;
+    (rest, None)
+}
+
+/// The lease of the job `NEXT` takes: `LEASE ms` after `NEXT`, or the
+/// module default.
+fn next_lease(after: &[RedisString]) -> Result<i64, RedisError> {
+    let opts = Options::parse(after, &["LEASE"])?;
+    Ok(opts.ms("LEASE")?.unwrap_or_else(settings::lease_time))
+}
+
+/// The job after an ACK/NACK ... NEXT: popped as a pop would be (and
+/// replicated as one), at the same pinned time; nil if none.
+fn next_job<'a>(
+    ctx: &Context,
+    name: &'a RedisString,
+    lease: i64,
+    now: i64,
+    max_attempts: i64,
+) -> CmdResult<'a> {
+    let p = PopArgs::next(lease, now, max_attempts);
+    Ok(take(ctx, name, &p, false)?.unwrap_or(Reply::Null))
+}
+
+/// Wake blocked pops if a capped collation came back below its cap.
+fn wake_if_uncapped(ctx: &Context, name: &RedisString, woken: bool) {
+    if woken {
+        signal_ready(ctx, name);
+    }
+}
+
+/// `ORCA.ACK <queue> <orca-key> <lease> [RESULT payload] [TTL ms] [NEXT [LEASE ms]]`
+pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
+    let [_, name, key_arg, token_arg, rest @ ..] = args else {
+        return Err(RedisError::WrongArity);
+    };
+    let (rest, next) = split_next(rest);
+    let next_lease = next.map(next_lease).transpose()?;
+    let opts = Options::parse(rest, &["RESULT", "TTL", "NOW"])?;
     check_pins(ctx, &opts)?;
     let ttl = opts.ms("TTL")?.unwrap_or_else(settings::result_ttl);
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
@@ -51,13 +95,14 @@ pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
             check_payload(r.len(), "result")?;
         }
     }
-    let token = lease_arg(&args[3])?;
-    let key = job_key_arg(&args[2]).ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
+    let token = lease_arg(token_arg)?;
+    let key = job_key_arg(key_arg).ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
     let (done, _) = write_queue(ctx, name, false, |q| {
-        q.ack(&key, token, result, now, ttl).map_err(core_err)
+        q.ack(&key, token, result, now, ttl).map_err(core_err)?;
+        Ok(q.take_woken())
     })?;
-    done.ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
-    let (key_arg, token_arg) = (Arg::Client(&args[2]), Arg::Client(&args[3]));
+    let woken = done.ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
+    let (key_arg, token_arg) = (Arg::Client(key_arg), Arg::Client(token_arg));
     match result_arg {
         Some(r) => ffi::replicate(
             ctx,
@@ -90,27 +135,33 @@ pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     }
     stats::add(&stats::ACKED, 1);
     ffi::notify(ctx, c"orca.ack", name);
-    Ok(Reply::Int(1))
+    wake_if_uncapped(ctx, name, woken);
+    match next_lease {
+        Some(lease) => next_job(ctx, name, lease, now, settings::max_attempts()),
+        None => Ok(Reply::Int(1)),
+    }
 }
 
-/// `ORCA.NACK <queue> <orca-key> <lease> [DELAY ms]`
+/// `ORCA.NACK <queue> <orca-key> <lease> [DELAY ms] [NEXT [LEASE ms]]`
 pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
-    if args.len() < 4 {
+    let [_, name, key_arg, token_arg, rest @ ..] = args else {
         return Err(RedisError::WrongArity);
-    }
-    let name = &args[1];
-    let opts = Options::parse(&args[4..], &["DELAY", "NOW", "MAXATTEMPTS"])?;
+    };
+    let (rest, next) = split_next(rest);
+    let next_lease = next.map(next_lease).transpose()?;
+    let opts = Options::parse(rest, &["DELAY", "NOW", "MAXATTEMPTS"])?;
     check_pins(ctx, &opts)?;
     let delay = opts.ms("DELAY")?;
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
     let max_attempts = max_attempts(&opts)?;
     let policy = settings::policy(Some(max_attempts));
-    let token = lease_arg(&args[3])?;
-    let key = job_key_arg(&args[2]).ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
+    let token = lease_arg(token_arg)?;
+    let key = job_key_arg(key_arg).ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
     let (outcome, _) = write_queue(ctx, name, false, |q| {
-        q.nack(&key, token, delay, now, &policy).map_err(core_err)
+        let o = q.nack(&key, token, delay, now, &policy).map_err(core_err)?;
+        Ok((o, q.take_woken()))
     })?;
-    let outcome = outcome.ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
+    let (outcome, woken) = outcome.ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
     let pinned_delay = match outcome {
         NackOutcome::Retry { retry_at, .. } => retry_at - now,
         _ => 0,
@@ -120,8 +171,8 @@ pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         c"ORCA.NACK",
         &[
             Arg::Client(name),
-            Arg::Client(&args[2]),
-            Arg::Client(&args[3]),
+            Arg::Client(key_arg),
+            Arg::Client(token_arg),
             Arg::Keyword(Kw::Delay),
             Arg::Int(pinned_delay),
             Arg::Keyword(Kw::Now),
@@ -132,7 +183,8 @@ pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     );
     stats::add(&stats::NACKED, 1);
     ffi::notify(ctx, c"orca.nack", name);
-    Ok(match outcome {
+    wake_if_uncapped(ctx, name, woken);
+    let reply = match outcome {
         NackOutcome::Retry { retry_at, attempts } => {
             if retry_at <= now {
                 signal_ready(ctx, name);
@@ -152,7 +204,11 @@ pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
                 .build()
         }
         NackOutcome::Superseded => Fields::new().str("outcome", "superseded").build(),
-    })
+    };
+    match next_lease {
+        Some(lease) => next_job(ctx, name, lease, now, max_attempts),
+        None => Ok(reply),
+    }
 }
 
 /// `ORCA.EXTEND <queue> <orca-key> <lease> <ms>`
@@ -216,7 +272,12 @@ pub fn dead<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         let list = read_queue(ctx, name, |q| {
             Ok(q.dead_list(offset, limit)
                 .into_iter()
-                .map(|(k, d)| dead_reply(JobReply::full(owned(d.job.info(k, d.died_at))), d))
+                .map(|(k, d)| {
+                    dead_reply(
+                        JobReply::full(owned(q.parked_info(k, &d.job, d.died_at))),
+                        d,
+                    )
+                })
                 .collect::<Vec<_>>())
         })?;
         return Ok(Reply::Array(list.unwrap_or_default()));
@@ -295,6 +356,7 @@ pub fn tick<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         .int("expired", report.expired as i64)
         .int("retried", report.retried as i64)
         .int("died", report.died as i64)
+        .int("lifetime", report.lifetime as i64)
         .int("forgotten", report.forgotten as i64)
         .build())
 }

@@ -1,6 +1,7 @@
 //! The reference oracle for the config scanner (`src/core/scan.rs`): the
 //! serde_json parse that `parse_config_limited` used before the scanner
-//! replaced it (commit 49bbe11), logic unchanged. Configs are replayed from
+//! replaced it (commit 49bbe11), logic unchanged but for the `gate` field
+//! added since (a string or null, non-empty, bounded). Configs are replayed from
 //! AOF files and replicas, so the scanner must accept exactly what this
 //! accepts and read the same `JobConfig` from it; `tests/config_diff.rs` and
 //! the `config` fuzz target compare the two.
@@ -23,6 +24,8 @@ struct RawConfig<'a> {
     collation: Option<RawCollation<'a>>,
     #[serde(default)]
     priority: Option<serde_json::Number>,
+    #[serde(borrow, default)]
+    gate: Option<Cow<'a, str>>,
 }
 
 /// `{"type": ..., "id": ...}`: an object only (the derived parser would
@@ -157,10 +160,27 @@ pub fn reference_parse(bytes: &[u8], limits: &ConfigLimits) -> Result<JobConfig,
             Some(format!("{kind}.{id}"))
         }
     };
+    let gate = match raw.gate {
+        None => None,
+        Some(g) => {
+            if g.is_empty() {
+                return Err(QueueError::BadConfig("gate must not be empty".into()));
+            }
+            if g.len() > limits.max_gate_len {
+                return Err(QueueError::BadConfig(format!(
+                    "gate is {} bytes; the limit is {} (orca.max-gate-length)",
+                    g.len(),
+                    limits.max_gate_len
+                )));
+            }
+            Some(g.into_owned())
+        }
+    };
     Ok(JobConfig {
         job_key: orca_key(&key, &url),
         collation,
         priority,
+        gate,
     })
 }
 

@@ -149,6 +149,7 @@ pub fn config(data: &[u8]) {
     let limits = ConfigLimits {
         max_key_len: 8,
         max_collation_id_len: 4,
+        max_gate_len: 5,
     };
     for l in [&ConfigLimits::NONE, &limits] {
         if let Err(e) = config_ref::compare(data, l) {

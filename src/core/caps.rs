@@ -1,0 +1,231 @@
+//! Running caps per collation (fairness between tenants): with
+//! `max_running = n`, a pop never hands out a collation job while that
+//! collation already has `n` leased jobs; it takes the lowest reservation
+//! among the collations below their cap and the single (immediate) jobs,
+//! which are never capped.
+//!
+//! The eligibility index next to the global order: only a collation's
+//! earliest reservation can ever be the lowest of that collation, so the
+//! index holds, for each collation below its cap, its earliest reservation,
+//! plus every single reservation. A pop takes the index's first entry:
+//! O(log n) however many reservations capped collations hold. A collation
+//! reaching its cap leaves the index, and returns when a lease ends (ack,
+//! nack, expiry, delete): O(log n) each. The index exists only while a cap
+//! is set; turning one on builds it in O((singles + collations) log n).
+//!
+//! Running counts (leased jobs naming each collation, immediate ones
+//! included) are kept whether or not a cap is set.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::reservation::ResKey;
+
+/// Candidate reservations of the eligibility index: (key, node).
+pub(crate) type Eligible = BTreeSet<(ResKey, u32)>;
+/// The entry each collation has in the index.
+pub(crate) type Heads = HashMap<u32, (ResKey, u32)>;
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Caps {
+    /// Leased jobs naming each collation.
+    running: HashMap<u32, u32>,
+    /// The cap (0: none, and no index).
+    max: u32,
+    /// Candidate reservations.
+    eligible: Eligible,
+    /// The entry each collation has in `eligible`.
+    heads: Heads,
+    /// A collation became eligible again since `take_woken`.
+    woken: bool,
+}
+
+impl Caps {
+    pub fn max(&self) -> u32 {
+        self.max
+    }
+
+    pub fn on(&self) -> bool {
+        self.max > 0
+    }
+
+    pub fn running(&self, c: u32) -> u32 {
+        self.running.get(&c).copied().unwrap_or(0)
+    }
+
+    /// Is collation `c` at its cap?
+    pub fn capped(&self, c: u32) -> bool {
+        self.on() && self.running(c) >= self.max
+    }
+
+    /// Collations with leased jobs, most running first (then by id).
+    pub fn busiest(&self, limit: usize) -> Vec<(u32, u32)> {
+        let mut v: Vec<(u32, u32)> = self.running.iter().map(|(c, n)| (*c, *n)).collect();
+        v.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v.truncate(limit);
+        v
+    }
+
+    /// A lease of a job naming `c` started (+1) or ended (-1).
+    pub fn add_running(&mut self, c: u32, delta: i32) {
+        let n = self.running.entry(c).or_insert(0);
+        *n = n.saturating_add_signed(delta);
+        if *n == 0 {
+            self.running.remove(&c);
+        }
+    }
+
+    /// The lowest eligible reservation's node.
+    pub fn first(&self) -> Option<u32> {
+        self.eligible.first().map(|(_, n)| *n)
+    }
+
+    /// A single reservation came (`true`) or went.
+    pub fn single(&mut self, rk: ResKey, n: u32, added: bool) {
+        if !self.on() {
+            return;
+        }
+        if added {
+            self.eligible.insert((rk, n));
+        } else {
+            self.eligible.remove(&(rk, n));
+        }
+    }
+
+    /// Collation `c`'s earliest reservation is now `first` (or it has
+    /// none): keep its entry right, given its running count.
+    pub fn sync(&mut self, c: u32, first: Option<(ResKey, u32)>) {
+        if !self.on() {
+            return;
+        }
+        let want = if self.running(c) < self.max {
+            first
+        } else {
+            None
+        };
+        let have = self.heads.get(&c).copied();
+        if want == have {
+            return;
+        }
+        if let Some(h) = have {
+            self.eligible.remove(&h);
+            self.heads.remove(&c);
+        }
+        if let Some(w) = want {
+            self.eligible.insert(w);
+            self.heads.insert(c, w);
+            if have.is_none() {
+                // A collation with jobs became eligible (back below its
+                // cap, or its first job): wake blocked pops.
+                self.woken = true;
+            }
+        }
+    }
+
+    /// Did a collation come back below its cap since the last call?
+    pub fn take_woken(&mut self) -> bool {
+        std::mem::take(&mut self.woken)
+    }
+
+    /// Set the cap and rebuild the index from `singles` and the collations'
+    /// earliest reservations.
+    pub fn set_max(
+        &mut self,
+        max: u32,
+        singles: impl Iterator<Item = (ResKey, u32)>,
+        heads: impl Iterator<Item = (u32, (ResKey, u32))>,
+    ) {
+        self.max = max;
+        self.eligible.clear();
+        self.heads.clear();
+        if max == 0 {
+            return;
+        }
+        self.eligible.extend(singles);
+        for (c, h) in heads {
+            if self.running(c) < max {
+                self.eligible.insert(h);
+                self.heads.insert(c, h);
+            }
+        }
+        self.woken = true;
+    }
+
+    /// Reservation node `from` is now `to` (compaction).
+    #[allow(dead_code)] // until the compaction lands
+    pub fn relocate_node(&mut self, rk: ResKey, from: u32, to: u32, owner: Option<u32>) {
+        if self.eligible.remove(&(rk, from)) {
+            self.eligible.insert((rk, to));
+            if let Some(c) = owner {
+                self.heads.insert(c, (rk, to));
+            }
+        }
+    }
+
+    /// Collation `from` is now `to` (compaction).
+    #[allow(dead_code)] // until the compaction lands
+    pub fn relocate_collation(&mut self, from: u32, to: u32) {
+        if let Some(n) = self.running.remove(&from) {
+            self.running.insert(to, n);
+        }
+        if let Some(h) = self.heads.remove(&from) {
+            self.heads.insert(to, h);
+        }
+    }
+
+    /// Running counts as a map (for the check).
+    pub fn running_counts(&self) -> &HashMap<u32, u32> {
+        &self.running
+    }
+
+    /// The index, for the check: its entries and each collation's.
+    pub fn index(&self) -> (&Eligible, &Heads) {
+        (&self.eligible, &self.heads)
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        self.running.capacity() * 16 + self.eligible.len() * 40 + self.heads.capacity() * 32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rk(score: i64, tie: i64) -> ResKey {
+        ResKey { score, tie }
+    }
+
+    #[test]
+    fn capped_collations_leave_the_index_and_wake_on_return() {
+        let mut caps = Caps::default();
+        caps.set_max(2, [(rk(50, 9), 900)].into_iter(), std::iter::empty());
+        assert!(caps.take_woken());
+        caps.sync(1, Some((rk(10, 1), 100)));
+        caps.sync(2, Some((rk(20, 2), 200)));
+        assert_eq!(caps.first(), Some(100));
+        // Collation 1 reaches its cap: its reservations wait.
+        caps.add_running(1, 1);
+        caps.add_running(1, 1);
+        caps.sync(1, Some((rk(10, 1), 100)));
+        assert!(caps.capped(1));
+        assert_eq!(caps.first(), Some(200));
+        caps.take_woken();
+        caps.sync(2, Some((rk(20, 2), 200)));
+        assert!(!caps.take_woken(), "no change, no wake");
+        // A lease ends: eligible again, and blocked pops are woken.
+        caps.add_running(1, -1);
+        caps.sync(1, Some((rk(10, 1), 100)));
+        assert_eq!(caps.first(), Some(100));
+        assert!(caps.take_woken());
+        // Singles are never capped.
+        caps.single(rk(1, 3), 300, true);
+        assert_eq!(caps.first(), Some(300));
+        caps.single(rk(1, 3), 300, false);
+        // No cap: no index.
+        caps.set_max(0, std::iter::empty(), std::iter::empty());
+        assert_eq!(caps.first(), None);
+        caps.sync(1, Some((rk(10, 1), 100)));
+        assert_eq!(caps.first(), None);
+        assert_eq!(caps.busiest(5), vec![(1, 1)]);
+    }
+}

@@ -1,0 +1,79 @@
+//! Job lifetime ("every job is created with the promise of eventual
+//! removal"): with `lifetime = L`, a job still waiting `L` ms after its
+//! release time becomes a dead letter with cause `expired`, replayable with
+//! `ORCA.DEAD ... REQUEUE`.
+//!
+//! A waiting job's release time is:
+//! - queued: the score of the reservation it holds or is paired with. The
+//!   job with the earliest release time is the one of the lowest
+//!   reservation, so the next lifetime deadline is the global order's first
+//!   score plus `L`, and expiring takes jobs from the front: O(log n) each,
+//!   nothing stored per job. (A job back from a failed attempt is queued at
+//!   its original arrival, so its lifetime counts from there.)
+//! - delayed for a retry: its original arrival, where the retry will queue
+//!   it (so an old job that fails is not retried past its lifetime).
+//! - held behind a gate: arrival + priority, the release time it will get.
+
+use super::queue::Queue;
+use super::worker::{DeathCause, TickReport};
+
+impl Queue {
+    /// When the next waiting job's lifetime runs out (none without a lifetime).
+    pub(crate) fn lifetime_deadline(&self) -> Option<i64> {
+        let l = self.settings.lifetime;
+        if l == 0 {
+            return None;
+        }
+        [
+            self.index.first().map(|n| self.rk(n).score),
+            self.work.delayed_by_arrival.first().map(|x| x.0),
+            self.gates.first_release().map(|x| x.0),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .map(|t| t.saturating_add(l))
+    }
+
+    /// Make every waiting job whose lifetime ran out by `now` a dead letter.
+    pub(crate) fn expire_lifetimes(&mut self, now: i64, report: &mut TickReport) {
+        let l = self.settings.lifetime;
+        if l == 0 {
+            return;
+        }
+        while let Some(n) = self.index.first() {
+            if self.rk(n).score.saturating_add(l) > now {
+                break;
+            }
+            let Ok(popped) = self.take_node(n) else {
+                break;
+            };
+            let (key, job) = Queue::parked_from(popped);
+            self.bury(key, job, now, DeathCause::Lifetime);
+            report.died += 1;
+            report.lifetime += 1;
+        }
+        while let Some(&(arrival, key)) = self.work.delayed_by_arrival.first() {
+            if arrival.saturating_add(l) > now {
+                break;
+            }
+            let Some(d) = self.unpark_delayed(&key) else {
+                break;
+            };
+            self.bury(key, d.job, now, DeathCause::Lifetime);
+            report.died += 1;
+            report.lifetime += 1;
+        }
+        while let Some((release, j)) = self.gates.first_release() {
+            if release.saturating_add(l) > now {
+                break;
+            }
+            let Ok((key, job)) = self.take_held(j) else {
+                break;
+            };
+            self.bury(key, job, now, DeathCause::Lifetime);
+            report.died += 1;
+            report.lifetime += 1;
+        }
+    }
+}
