@@ -36,18 +36,39 @@ class Server:
 
     def __init__(self, *module_args: str) -> None:
         if not MODULE.is_file():
-            raise RuntimeError(f"orca module not found at {MODULE}: run `cargo build --release` "
-                               "or set ORCA_MODULE")
+            raise RuntimeError(
+                f"orca module not found at {MODULE}: run `cargo build --release` or set ORCA_MODULE"
+            )
         if shutil.which(REDIS_SERVER) is None and not os.path.isfile(REDIS_SERVER):
-            raise RuntimeError(f"{REDIS_SERVER} not found: install redis-server or set REDIS_SERVER")
+            raise RuntimeError(
+                f"{REDIS_SERVER} not found: install redis-server or set REDIS_SERVER"
+            )
         self.dir = tempfile.mkdtemp(prefix="orca-py-")
         self.port = free_port()
         self.log = os.path.join(self.dir, "server.log")
         self.proc = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
-             "--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", self.log,
-             "--loadmodule", str(MODULE), *module_args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                REDIS_SERVER,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                self.dir,
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+                "--logfile",
+                self.log,
+                "--loadmodule",
+                str(MODULE),
+                *module_args,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 10
         while True:

@@ -182,7 +182,7 @@ def test_settings_tick_check(r: redis.Redis, qname: str) -> None:
 
 def test_errors_are_mapped(r: redis.Redis, server: Server, qname: str) -> None:
     q = Queue(r, qname)
-    with pytest.raises(BadConfigError, match="no string field 'key'|invalid config JSON"):
+    with pytest.raises(BadConfigError, match=r"no string field 'key'|invalid config JSON"):
         q.enqueue({"nokey": 1})
     with pytest.raises(BadConfigError, match="priority"):
         q.enqueue(cfg("a", priority=-1))

@@ -47,13 +47,19 @@ def blocking_client(client: redis.Redis, block_ms: Optional[int]) -> redis.Redis
     blocking pops of up to ``block_ms`` (``0``/``None``: forever, no read timeout)."""
     pool = client.connection_pool
     kwargs = _blocking_kwargs(pool.connection_kwargs, block_ms)
-    new_pool = redis.ConnectionPool(connection_class=pool.connection_class, max_connections=1, **kwargs)
+    new_pool = redis.ConnectionPool(
+        connection_class=pool.connection_class, max_connections=1, **kwargs
+    )
     return redis.Redis(connection_pool=new_pool, single_connection_client=True)
 
 
-def async_blocking_client(client: redis.asyncio.Redis, block_ms: Optional[int]) -> redis.asyncio.Redis:
+def async_blocking_client(
+    client: redis.asyncio.Redis, block_ms: Optional[int]
+) -> redis.asyncio.Redis:
     """The asyncio form of :func:`blocking_client`."""
     pool = client.connection_pool
     kwargs = _blocking_kwargs(pool.connection_kwargs, block_ms)
-    new_pool = redis.asyncio.ConnectionPool(connection_class=pool.connection_class, max_connections=1, **kwargs)
+    new_pool = redis.asyncio.ConnectionPool(
+        connection_class=pool.connection_class, max_connections=1, **kwargs
+    )
     return redis.asyncio.Redis(connection_pool=new_pool, single_connection_client=True)

@@ -29,6 +29,12 @@ from .types import (
 T = TypeVar("T")
 
 
+def execute(client: Any, args: tuple[Any, ...]) -> Any:
+    """``client.execute_command(*args)`` (redis-py leaves it untyped); on a pipeline it
+    queues the command."""
+    return client.execute_command(*args)
+
+
 @dataclass(frozen=True)
 class Command(Generic[T]):
     """One command: its arguments and the function that decodes its reply."""
@@ -86,7 +92,9 @@ def reenqueue(q: str, config: Config, created_at: int) -> Command[Job]:
     return Command(("ORCA.REENQUEUE", q, encode_config(config), int(created_at)), _job)
 
 
-def move(q: str, key: str, where: str, now: Optional[int] = None, buffer_ms: Optional[int] = None) -> Command[Job]:
+def move(
+    q: str, key: str, where: str, now: Optional[int] = None, buffer_ms: Optional[int] = None
+) -> Command[Job]:
     where = where.upper()
     if where not in ("RELEASE", "DELAY"):
         raise ValueError("move must be RELEASE or DELAY")
@@ -102,7 +110,9 @@ def status(q: str, key: str) -> Command[Optional[Job]]:
     return Command(("ORCA.STATUS", q, key), _opt_job)
 
 
-def list_page(q: str, offset: int, limit: int, filter: Optional[tuple[str, str]]) -> Command[list[Job]]:
+def list_page(
+    q: str, offset: int, limit: int, filter: Optional[tuple[str, str]]
+) -> Command[list[Job]]:
     args: list[Any] = ["ORCA.LIST", q, "OFFSET", offset, "LIMIT", limit]
     if filter is not None:
         args += ["FILTER", filter[0], filter[1]]
@@ -146,27 +156,37 @@ def tick(q: str) -> Command[TickReport]:
     return Command(("ORCA.TICK", q), TickReport.from_reply)
 
 
-def pop_args(q: str, lease_ms: Optional[int], block_ms: Optional[int], count: Optional[int]) -> tuple[Any, ...]:
+def pop_args(
+    q: str, lease_ms: Optional[int], block_ms: Optional[int], count: Optional[int]
+) -> tuple[Any, ...]:
     args = _with(["ORCA.POP", q], "LEASE", lease_ms)
     args = _with(args, "BLOCK", block_ms)
     return tuple(_with(args, "COUNT", count))
 
 
 def pop(q: str, lease_ms: Optional[int], block_ms: Optional[int]) -> Command[Optional[Job]]:
-    return Command(pop_args(q, lease_ms, block_ms, None), lambda r: None if r is None else Job.from_reply(r, q))
+    return Command(
+        pop_args(q, lease_ms, block_ms, None), lambda r: None if r is None else Job.from_reply(r, q)
+    )
 
 
-def pop_many(q: str, count: int, lease_ms: Optional[int], block_ms: Optional[int]) -> Command[list[Job]]:
+def pop_many(
+    q: str, count: int, lease_ms: Optional[int], block_ms: Optional[int]
+) -> Command[list[Job]]:
     return Command(pop_args(q, lease_ms, block_ms, count), lambda r: jobs_from_reply(r, q))
 
 
-def ack(q: str, key: str, lease: str, result: Optional[bytes] = None, ttl_ms: Optional[int] = None) -> Command[None]:
+def ack(
+    q: str, key: str, lease: str, result: Optional[bytes] = None, ttl_ms: Optional[int] = None
+) -> Command[None]:
     args = _with(["ORCA.ACK", q, key, lease], "RESULT", result)
     return Command(tuple(_with(args, "TTL", ttl_ms)), _ok)
 
 
 def nack(q: str, key: str, lease: str, delay_ms: Optional[int] = None) -> Command[NackOutcome]:
-    return Command(tuple(_with(["ORCA.NACK", q, key, lease], "DELAY", delay_ms)), NackOutcome.from_reply)
+    return Command(
+        tuple(_with(["ORCA.NACK", q, key, lease], "DELAY", delay_ms)), NackOutcome.from_reply
+    )
 
 
 def extend(q: str, key: str, lease: str, ms: int) -> Command[int]:
@@ -199,7 +219,7 @@ def filter_pair(filter: Optional[Mapping[str, str] | tuple[str, str]]) -> Option
 def parse_pipeline(cmds: list[Command[T]], replies: list[Any]) -> list[T | OrcaError]:
     """Decode pipelined replies; an error reply becomes its exception, in its place."""
     out: list[T | OrcaError] = []
-    for c, r in zip(cmds, replies):
+    for c, r in zip(cmds, replies, strict=True):
         if isinstance(r, ResponseError):
             e = map_error(r)
             if not isinstance(e, OrcaError):

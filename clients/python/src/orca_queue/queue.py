@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Optional, TypeVar, Union
 
@@ -12,6 +13,7 @@ from . import protocol as P
 from .connection import check_block_timeout
 from .errors import OrcaError, map_error
 from .keys import Config
+from .protocol import execute
 from .types import Job, NackOutcome, QueueSettings, QueueStats, TickReport
 
 T = TypeVar("T")
@@ -35,7 +37,7 @@ class Queue:
 
     def _run(self, cmd: P.Command[T]) -> T:
         try:
-            reply = self.client.execute_command(*cmd.args)
+            reply = execute(self.client, cmd.args)
         except ResponseError as e:
             raise map_error(e) from None
         return cmd.parse(reply)
@@ -46,7 +48,7 @@ class Queue:
         mapping (sent as JSON) or the JSON text itself. The reply has no payload."""
         return self._run(P.enqueue(self.name, config, now))
 
-    def enqueue_many(self, configs: Iterable[Config]) -> list[Union[Job, OrcaError]]:
+    def enqueue_many(self, configs: Iterable[Config]) -> builtins.list[Union[Job, OrcaError]]:
         """ORCA.ENQUEUE of many configs in one pipeline (one round trip). Each entry of the
         result is the write reply, or the :class:`OrcaError` that config got (the others
         are enqueued all the same)."""
@@ -60,8 +62,9 @@ class Queue:
         """ORCA.REENQUEUE: hand a job back, immediate at its original arrival time."""
         return self._run(P.reenqueue(self.name, config, created_at))
 
-    def move(self, key: str, where: str, *, now: Optional[int] = None,
-             buffer_ms: Optional[int] = None) -> Job:
+    def move(
+        self, key: str, where: str, *, now: Optional[int] = None, buffer_ms: Optional[int] = None
+    ) -> Job:
         """ORCA.MOVE ``RELEASE`` (to the very front) or ``DELAY`` (to the very back)."""
         return self._run(P.move(self.name, key, where, now, buffer_ms))
 
@@ -82,11 +85,15 @@ class Queue:
         """ORCA.STATUS: the job with its ``state`` (and ``position`` when queued), or None."""
         return self._run(P.status(self.name, key))
 
-    def list_page(self, offset: int = 0, limit: int = 100, filter: Filter = None) -> list[Job]:
+    def list_page(
+        self, offset: int = 0, limit: int = 100, filter: Filter = None
+    ) -> builtins.list[Job]:
         """One page of ORCA.LIST (queued jobs in pop order, with their positions)."""
         return self._run(P.list_page(self.name, offset, limit, P.filter_pair(filter)))
 
-    def list(self, filter: Filter = None, *, page_size: int = 100, offset: int = 0) -> Iterator[Job]:
+    def list(
+        self, filter: Filter = None, *, page_size: int = 100, offset: int = 0
+    ) -> Iterator[Job]:
         """Every queued job in pop order, fetched page by page (``page_size`` per round
         trip). Pages are read lazily: jobs popped or added meanwhile shift later pages."""
         pair = P.filter_pair(filter)
@@ -118,7 +125,7 @@ class Queue:
         return self._run(P.tick(self.name))
 
     # -- dead letters and results ------------------------------------------------------
-    def dead(self, offset: int = 0, limit: int = 100) -> list[Job]:
+    def dead(self, offset: int = 0, limit: int = 100) -> builtins.list[Job]:
         """ORCA.DEAD LIST: one page of dead letters in the order they died."""
         return self._run(P.dead_list(self.name, offset, limit))
 
@@ -145,7 +152,9 @@ class Queue:
         return self._run(P.result(self.name, key))
 
     # -- worker commands ---------------------------------------------------------------
-    def pop(self, *, lease_ms: Optional[int] = None, block_ms: Optional[int] = None) -> Optional[Job]:
+    def pop(
+        self, *, lease_ms: Optional[int] = None, block_ms: Optional[int] = None
+    ) -> Optional[Job]:
         """ORCA.POP: lease the next job (``lease_ms=0``: remove it, at-most-once). With
         ``block_ms`` the client's socket timeout must be above it (see
         :func:`orca_queue.blocking_client`); :class:`Worker` does all of this for you."""
@@ -153,23 +162,31 @@ class Queue:
             check_block_timeout(self.client.connection_pool.connection_kwargs, block_ms)
         return self._run(P.pop(self.name, lease_ms, block_ms))
 
-    def pop_many(self, count: int, *, lease_ms: Optional[int] = None,
-                 block_ms: Optional[int] = None) -> list[Job]:
+    def pop_many(
+        self, count: int, *, lease_ms: Optional[int] = None, block_ms: Optional[int] = None
+    ) -> builtins.list[Job]:
         """ORCA.POP ... COUNT n: up to ``count`` jobs (empty list if none)."""
         if block_ms is not None:
             check_block_timeout(self.client.connection_pool.connection_kwargs, block_ms)
         return self._run(P.pop_many(self.name, count, lease_ms, block_ms))
 
-    def ack(self, job: Job | str, lease: Optional[str] = None, *, result: Any = None,
-            ttl_ms: Optional[int] = None) -> None:
+    def ack(
+        self,
+        job: Job | str,
+        lease: Optional[str] = None,
+        *,
+        result: Any = None,
+        ttl_ms: Optional[int] = None,
+    ) -> None:
         """ORCA.ACK: the delivery succeeded. ``result`` (bytes as they are, anything else
         as JSON) is kept for ``ttl_ms``. Raises :class:`LeaseLostError` if the lease is
         not held (:class:`JobCancelledError` if the job was deleted)."""
         key, token = P.job_and_lease(job, lease)
         self._run(P.ack(self.name, key, token, P.encode_result(result), ttl_ms))
 
-    def nack(self, job: Job | str, lease: Optional[str] = None, *,
-             delay_ms: Optional[int] = None) -> NackOutcome:
+    def nack(
+        self, job: Job | str, lease: Optional[str] = None, *, delay_ms: Optional[int] = None
+    ) -> NackOutcome:
         """ORCA.NACK: the delivery failed; the reply tells retry, dead or superseded."""
         key, token = P.job_and_lease(job, lease)
         return self._run(P.nack(self.name, key, token, delay_ms))
@@ -180,8 +197,8 @@ class Queue:
         return self._run(P.extend(self.name, key, token, ms))
 
     # -- helpers ------------------------------------------------------------------------
-    def _pipeline(self, cmds: list[P.Command[T]]) -> list[Union[T, OrcaError]]:
+    def _pipeline(self, cmds: builtins.list[P.Command[T]]) -> builtins.list[Union[T, OrcaError]]:
         pipe = self.client.pipeline(transaction=False)
         for c in cmds:
-            pipe.execute_command(*c.args)
+            execute(pipe, c.args)
         return P.parse_pipeline(cmds, pipe.execute(raise_on_error=False))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Union
+from typing import Any, Optional
 
 from .errors import JobCancelledError, LeaseLostError
 from .types import Job, NackOutcome
@@ -69,8 +69,15 @@ class Hooks:
 
     def failed(self, job: Job, exc: BaseException, outcome: Optional[NackOutcome]) -> None:
         what = outcome.outcome if outcome else "not nacked"
-        log.warning("job %s failed (queue %s, attempt %s; %s): %s\n%s", job.key, job.queue,
-                    job.attempt, what, error_text(exc), "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip())
+        log.warning(
+            "job %s failed (queue %s, attempt %s; %s): %s\n%s",
+            job.key,
+            job.queue,
+            job.attempt,
+            what,
+            error_text(exc),
+            "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(),
+        )
         _call(self.on_failed, job, exc, outcome)
 
     def lost(self, job: Job, reason: str) -> bool:
@@ -78,8 +85,13 @@ class Hooks:
         if job.abandoned is not None:
             return False
         job.abandoned = reason
-        log.warning("job %s (queue %s, lease %s): %s; its result will be dropped",
-                    job.key, job.queue, job.lease, reason)
+        log.warning(
+            "job %s (queue %s, lease %s): %s; its result will be dropped",
+            job.key,
+            job.queue,
+            job.lease,
+            reason,
+        )
         _call(self.on_lost, job, reason)
         return True
 
@@ -111,9 +123,11 @@ class Running:
     finished: bool = False
 
 
-def queue_names(queue_or_queues: Union[Any, Sequence[Any]]) -> list[Any]:
+def queue_names(queue_or_queues: Any) -> list[Any]:
     """The queues a worker serves, all on one client."""
-    queues = list(queue_or_queues) if isinstance(queue_or_queues, (list, tuple)) else [queue_or_queues]
+    queues: list[Any] = (
+        list(queue_or_queues) if isinstance(queue_or_queues, (list, tuple)) else [queue_or_queues]
+    )
     if not queues:
         raise ValueError("a worker needs at least one queue")
     clients = {id(q.client) for q in queues}

@@ -24,8 +24,16 @@ from .types import Job, NackOutcome
 
 
 class FetchStrategy:
-    def __init__(self, queues: Sequence[str], *, lease_ms: int, block_ms: int, poll_ms: int = 500,
-                 result_ttl_ms: Optional[int] = None, nack_delay_ms: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        queues: Sequence[str],
+        *,
+        lease_ms: int,
+        block_ms: int,
+        poll_ms: int = 500,
+        result_ttl_ms: Optional[int] = None,
+        nack_delay_ms: Optional[int] = None,
+    ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
         if lease_ms <= 0:
@@ -50,7 +58,9 @@ class FetchStrategy:
         return P.pop_many(queue, want, self.lease_ms, self.block_ms)
 
     def ack(self, job: Job, result: Optional[bytes]) -> P.Command[None]:
-        return P.ack(_queue(job), job.key, _lease(job), result, self.result_ttl_ms if result else None)
+        return P.ack(
+            _queue(job), job.key, _lease(job), result, self.result_ttl_ms if result else None
+        )
 
     def nack(self, job: Job) -> P.Command[NackOutcome]:
         return P.nack(_queue(job), job.key, _lease(job), self.nack_delay_ms)

@@ -106,7 +106,9 @@ class Job:
         if "key" not in f:
             raise ValueError("job reply without a 'key' field")
         leases = [
-            LeaseInfo(lease=text(g["lease"]), deadline=int(g["deadline"]), attempts=int(g["attempts"]))
+            LeaseInfo(
+                lease=text(g["lease"]), deadline=int(g["deadline"]), attempts=int(g["attempts"])
+            )
             for g in (fields(x) for x in (f.get("leases") or []))
         ]
         created = f.get("created")

@@ -18,9 +18,9 @@ import queue as stdqueue
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, Optional, TypeVar, Union
 
 import redis
 from redis.exceptions import ConnectionError, RedisError, ResponseError, TimeoutError
@@ -28,6 +28,7 @@ from redis.exceptions import ConnectionError, RedisError, ResponseError, Timeout
 from . import protocol as P
 from .connection import blocking_client
 from .errors import LeaseLostError, map_error
+from .protocol import execute
 from .queue import Queue
 from .runtime import (
     Hooks,
@@ -83,13 +84,27 @@ class Worker:
     ) -> None:
         self.queues: list[Queue] = queue_names(queue_or_queues)
         self.handler = handler
-        self.options = WorkerOptions(concurrency, lease_ms, block_ms, grace_ms, heartbeat_ms, poll_ms,
-                                     result_ttl_ms, nack_delay_ms, handle_signals)
+        self.options = WorkerOptions(
+            concurrency,
+            lease_ms,
+            block_ms,
+            grace_ms,
+            heartbeat_ms,
+            poll_ms,
+            result_ttl_ms,
+            nack_delay_ms,
+            handle_signals,
+        )
         self.hooks = Hooks(on_completed, on_failed, on_lost)
         self.log = logger or log
-        self.strategy = FetchStrategy([q.name for q in self.queues], lease_ms=lease_ms, block_ms=block_ms,
-                                      poll_ms=poll_ms, result_ttl_ms=result_ttl_ms,
-                                      nack_delay_ms=nack_delay_ms)
+        self.strategy = FetchStrategy(
+            [q.name for q in self.queues],
+            lease_ms=lease_ms,
+            block_ms=block_ms,
+            poll_ms=poll_ms,
+            result_ttl_ms=result_ttl_ms,
+            nack_delay_ms=nack_delay_ms,
+        )
         self.client: redis.Redis = self.queues[0].client
         self._cond = threading.Condition()
         self._running: dict[_Token, Running] = {}
@@ -117,14 +132,20 @@ class Worker:
             raise RuntimeError("a Worker runs once")
         self._started = True
         restore = self._install_signals()
-        threads = [threading.Thread(target=self._handle_loop, name=f"orca-handler-{i}", daemon=True)
-                   for i in range(self.options.concurrency)]
+        threads = [
+            threading.Thread(target=self._handle_loop, name=f"orca-handler-{i}", daemon=True)
+            for i in range(self.options.concurrency)
+        ]
         beat = threading.Thread(target=self._beat_loop, name="orca-heartbeat", daemon=True)
         fetcher = threading.Thread(target=self._fetch_loop, name="orca-fetcher", daemon=True)
         for t in [*threads, beat, fetcher]:
             t.start()
-        self.log.info("worker started: queues %s, concurrency %d, lease %d ms",
-                      self.strategy.queues, self.options.concurrency, self.options.lease_ms)
+        self.log.info(
+            "worker started: queues %s, concurrency %d, lease %d ms",
+            self.strategy.queues,
+            self.options.concurrency,
+            self.options.lease_ms,
+        )
         try:
             while not self._stop.is_set() and fetcher.is_alive():
                 if self._signals:
@@ -136,7 +157,10 @@ class Worker:
             restore()
 
     def _install_signals(self) -> Callable[[], None]:
-        if not self.options.handle_signals or threading.current_thread() is not threading.main_thread():
+        if (
+            not self.options.handle_signals
+            or threading.current_thread() is not threading.main_thread()
+        ):
             return lambda: None
 
         def on_signal(signum: int, frame: Optional[FrameType]) -> None:
@@ -176,7 +200,9 @@ class Worker:
                 r.finished = True
                 del self._running[_token(r.job)]
         # A delivery whose lease is already lost is not ours to hand back.
-        self._hand_back([r.job for r in leftovers if r.job.abandoned is None], "handed back at shutdown")
+        self._hand_back(
+            [r.job for r in leftovers if r.job.abandoned is None], "handed back at shutdown"
+        )
         for _ in range(self.options.concurrency):
             self._inbox.put(None)
         self._closed.set()
@@ -203,21 +229,25 @@ class Worker:
         pipe = self.client.pipeline(transaction=False)
         cmds = [c for job in jobs for c in self.strategy.hand_back(job)]
         for c in cmds:
-            pipe.execute_command(*c.args)
+            execute(pipe, c.args)
         try:
             replies = pipe.execute(raise_on_error=False)
         except RedisError as e:
-            self.log.error("could not hand back %d jobs (%s): their leases will expire and "
-                           "they come back by themselves", len(jobs), e)
+            self.log.error(
+                "could not hand back %d jobs (%s): their leases will expire and "
+                "they come back by themselves",
+                len(jobs),
+                e,
+            )
             return
-        for c, r in zip(cmds, replies):
+        for c, r in zip(cmds, replies, strict=True):
             if isinstance(r, ResponseError):
                 self.log.warning("%s %s: %s", c.args[0], c.args[1], map_error(r))
 
     # -- fetching -----------------------------------------------------------------------
     def _run(self, client: redis.Redis, cmd: P.Command[T]) -> T:
         try:
-            reply = client.execute_command(*cmd.args)
+            reply = execute(client, cmd.args)
         except ResponseError as e:
             raise map_error(e) from None
         return cmd.parse(reply)
@@ -234,7 +264,8 @@ class Worker:
     def _fetch(self, free: int) -> list[Job]:
         jobs: list[Job] = []
         for name in self.strategy.queues:
-            jobs += self._run(self.client, self.strategy.quick(name, free - len(jobs)))
+            got: list[Job] = self._run(self.client, self.strategy.quick(name, free - len(jobs)))
+            jobs.extend(got)
             if len(jobs) >= free:
                 return jobs
         if jobs or self._stop.is_set():
@@ -315,8 +346,12 @@ class Worker:
             if self.hooks.lost(job, lost_reason(e)):
                 self._count("lost")
         except RedisError as e:
-            self.log.error("job %s: could not %s (%s); its lease will expire and it comes back",
-                           job.key, "ack" if error is None else "nack", e)
+            self.log.error(
+                "job %s: could not %s (%s); its lease will expire and it comes back",
+                job.key,
+                "ack" if error is None else "nack",
+                e,
+            )
         finally:
             with self._cond:
                 if claimed:
@@ -328,9 +363,13 @@ class Worker:
         while not self._closed.wait(self.options.tick_s):
             now = time.monotonic()
             with self._cond:
-                due = [r for r in self._running.values()
-                       if not r.finished and r.job.abandoned is None
-                       and now - r.last_beat >= self.options.beat_s]
+                due = [
+                    r
+                    for r in self._running.values()
+                    if not r.finished
+                    and r.job.abandoned is None
+                    and now - r.last_beat >= self.options.beat_s
+                ]
             if due:
                 self._beat(due, now)
 
@@ -338,13 +377,13 @@ class Worker:
         cmds = [self.strategy.extend(r.job) for r in due]
         pipe = self.client.pipeline(transaction=False)
         for c in cmds:
-            pipe.execute_command(*c.args)
+            execute(pipe, c.args)
         try:
             replies = pipe.execute(raise_on_error=False)
         except RedisError as e:
             self.log.warning("heartbeat of %d jobs failed: %s", len(due), e)
             return
-        for r, reply in zip(due, replies):
+        for r, reply in zip(due, replies, strict=True):
             if isinstance(reply, ResponseError):
                 err = map_error(reply)
                 if isinstance(err, LeaseLostError):
