@@ -64,7 +64,8 @@ interface Running {
   finished: boolean;
 }
 
-const token = (job: Job) => `${job.queue}\u0000${job.key}\u0000${job.lease}`;
+// Lease tokens are unique within a queue.
+const token = (job: Job) => `${job.queue}\u0000${job.lease}`;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
 
 export class Worker extends EventEmitter {
@@ -81,11 +82,20 @@ export class Worker extends EventEmitter {
   private blockerId: number | undefined;
   private readonly running = new Map<string, Running>();
   private readonly finishing = new Set<Promise<void>>();
-  private wakeFetcher: (() => void) | undefined;
+  private readonly batch: number;
+  private reserved = 0; // slots claimed by pops in flight
+  private inFlight = 0; // non-blocking pops in flight
+  private blocking = false; // a blocking pop in flight
+  private pumpScheduled = false;
+  private dispatchedThisTurn = false;
+  private pausedUntil = 0;
+  private backoff = 100;
+  private backoffTimer: NodeJS.Timeout | undefined;
+  private wakeClose: (() => void) | undefined;
+  private started = false;
   private stopping = false;
   private hurry: (() => void) | undefined;
   private hurried = false;
-  private loopDone: Promise<void> | undefined;
   private closing: Promise<void> | undefined;
   private beatTimer: NodeJS.Timeout | undefined;
   private readonly onSignal: (() => void) | undefined;
@@ -110,6 +120,7 @@ export class Worker extends EventEmitter {
     this.leaseMs = opts.leaseMs ?? 300_000;
     this.graceMs = opts.graceMs ?? 30_000;
     this.heartbeatMs = opts.heartbeatMs ?? Math.floor(this.leaseMs / 3);
+    this.batch = Math.ceil(this.concurrency / 2);
     if (!Number.isInteger(this.concurrency) || this.concurrency < 1)
       throw new RangeError("concurrency must be an integer >= 1");
     if (this.leaseMs < 1000)
@@ -147,14 +158,13 @@ export class Worker extends EventEmitter {
 
   /** Starts taking jobs (once; the constructor does it unless `autorun: false`). */
   run(): void {
-    if (this.loopDone) return;
+    if (this.started) return;
     if (this.closing) throw new Error("worker is closed");
+    this.started = true;
     const tick = Math.max(50, Math.min(this.heartbeatMs / 4, 1000));
     this.beatTimer = setInterval(() => this.beat(), tick);
     this.beatTimer.unref();
-    this.loopDone = this.fetchLoop().catch((e: unknown) => {
-      this.log.error(`fetch loop ended: ${String(e)}`);
-    });
+    this.pump();
     this.log.info(
       `worker started: queues ${this.strategy.queues.join(", ")}, concurrency ${this.concurrency}`,
     );
@@ -166,56 +176,106 @@ export class Worker extends EventEmitter {
   }
 
   // -- fetching ---------------------------------------------------------------------------
-  private slotFreed(): Promise<void> {
-    return new Promise((resolve) => {
-      this.wakeFetcher = resolve;
+  // Event-driven: `pump()` runs at start and whenever slots free up. It keeps up to two
+  // non-blocking pops in flight, each for at most half the slots, so one batch of jobs is
+  // handled while the pop for the next is on the wire (never more jobs leased than
+  // `concurrency`). A pop that finds nothing switches to one blocking pop on the blocking
+  // connection; nothing else is fetched until it returns.
+  private schedulePump(): void {
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    // After the handlers settling in this turn have freed their slots, before ioredis
+    // flushes their acks: the pop for the freed slots leaves in the same write.
+    queueMicrotask(() => {
+      this.pumpScheduled = false;
+      this.pump();
     });
   }
 
-  private notify(): void {
-    const wake = this.wakeFetcher;
-    this.wakeFetcher = undefined;
-    wake?.();
+  private pump(): void {
+    while (!this.stopping && !this.blocking && this.pausedUntil === 0) {
+      const avail = this.concurrency - this.running.size - this.reserved;
+      if (avail <= 0 || this.inFlight >= 2 || (this.inFlight > 0 && avail < this.batch)) return;
+      const n = Math.min(avail, this.batch);
+      this.reserved += n;
+      this.inFlight++;
+      this.quick(n).then(
+        (jobs) => this.received(n, jobs, false),
+        (e: unknown) => this.fetchFailed(n, e, false),
+      );
+    }
   }
 
-  private async fetch(free: number): Promise<Job[]> {
+  private async quick(n: number): Promise<Job[]> {
     const jobs: Job[] = [];
     for (const name of this.strategy.queues) {
-      jobs.push(...(await run(this.conn, this.strategy.quick(name, free - jobs.length))));
-      if (jobs.length >= free) return jobs;
+      jobs.push(...(await run(this.conn, this.strategy.quick(name, n - jobs.length))));
+      if (jobs.length >= n) break;
     }
-    if (jobs.length > 0 || this.stopping) return jobs;
-    if (this.blockerId === undefined) this.blockerId = Number(await this.blocker.call("CLIENT", "ID"));
-    return run(this.blocker, this.strategy.blocking(free));
+    return jobs;
   }
 
-  private async fetchLoop(): Promise<void> {
-    let backoff = 100;
-    while (!this.stopping) {
-      const free = this.concurrency - this.running.size;
-      if (free <= 0) {
-        await this.slotFreed();
-        await null; // let handlers finishing in the same turn free their slots too
-        continue;
-      }
-      let jobs: Job[];
-      try {
-        jobs = await this.fetch(free);
-        backoff = 100;
-      } catch (e) {
-        this.blockerId = undefined;
-        this.log.warn(`fetching jobs failed (${String(e)}); retrying in ${backoff} ms`);
-        this.emitError(e);
-        await Promise.race([sleep(backoff), this.slotFreed()]);
-        backoff = Math.min(backoff * 2, 5000);
-        continue;
-      }
-      if (this.stopping) {
-        await this.handBack(jobs, "popped while stopping, handed back");
-        break;
-      }
-      for (const job of jobs) this.start(job);
+  private block(): void {
+    const avail = this.concurrency - this.running.size - this.reserved;
+    if (avail <= 0 || this.stopping) return;
+    this.blocking = true;
+    this.reserved += avail;
+    const pop = async () => {
+      if (this.blockerId === undefined) this.blockerId = Number(await this.blocker.call("CLIENT", "ID"));
+      return run(this.blocker, this.strategy.blocking(avail));
+    };
+    pop().then(
+      (jobs) => this.received(avail, jobs, true),
+      (e: unknown) => this.fetchFailed(avail, e, true),
+    );
+  }
+
+  private received(n: number, jobs: Job[], wasBlocking: boolean): void {
+    // Replies of both pops often arrive in one read: handle the second one in a later turn,
+    // so the first batch's acks and next pop leave (and the server works on them) while
+    // this process handles the second batch.
+    if (this.dispatchedThisTurn && jobs.length > 0 && !this.stopping) {
+      // Two hops: ioredis flushes its auto-pipeline with setImmediate, and the first
+      // batch's acks must leave before this batch's are queued.
+      setImmediate(() => setImmediate(() => this.dispatch(n, jobs, wasBlocking)));
+      return;
     }
+    this.dispatch(n, jobs, wasBlocking);
+  }
+
+  private dispatch(n: number, jobs: Job[], wasBlocking: boolean): void {
+    this.reserved -= n;
+    if (wasBlocking) this.blocking = false;
+    else this.inFlight--;
+    this.backoff = 100;
+    if (this.stopping) {
+      this.track(this.handBack(jobs, "popped while stopping, handed back"));
+      return;
+    }
+    if (jobs.length > 0 && !this.dispatchedThisTurn) {
+      this.dispatchedThisTurn = true;
+      setImmediate(() => (this.dispatchedThisTurn = false));
+    }
+    for (const job of jobs) this.start(job);
+    if (jobs.length === 0 && !wasBlocking && this.inFlight === 0) this.block();
+    else this.pump();
+  }
+
+  private fetchFailed(n: number, e: unknown, wasBlocking: boolean): void {
+    this.reserved -= n;
+    if (wasBlocking) {
+      this.blocking = false;
+      this.blockerId = undefined;
+    } else this.inFlight--;
+    if (this.stopping) return;
+    this.log.warn(`fetching jobs failed (${String(e)}); retrying in ${this.backoff} ms`);
+    this.emitError(e);
+    this.pausedUntil = Date.now() + this.backoff;
+    this.backoffTimer = setTimeout(() => {
+      this.pausedUntil = 0;
+      this.pump();
+    }, this.backoff);
+    this.backoff = Math.min(this.backoff * 2, 5000);
   }
 
   // -- handling ---------------------------------------------------------------------------
@@ -242,12 +302,17 @@ export class Worker extends EventEmitter {
     }
     r.finished = true;
     this.running.delete(token(job));
-    this.notify();
+    this.wakeClose?.();
+    this.schedulePump();
     if (job.abandoned !== undefined) {
       this.log.info(`job ${job.key}: result dropped (${job.abandoned})`);
       return;
     }
-    const f = this.settle(job, value, error, failed);
+    this.track(this.settle(job, value, error, failed));
+  }
+
+  /** Keeps `f` until it settles, so close() waits for it. */
+  private track(f: Promise<void>): void {
     this.finishing.add(f);
     void f.finally(() => this.finishing.delete(f));
   }
@@ -326,24 +391,25 @@ export class Worker extends EventEmitter {
 
   private async shutdown(graceMs: number): Promise<void> {
     this.stopping = true;
-    this.notify();
+    clearTimeout(this.backoffTimer);
     this.log.info(`worker stopping: no new jobs; ${this.running.size} running`);
-    if (this.loopDone) {
-      let done = false;
-      void this.loopDone.then(() => (done = true));
-      while (!done) {
-        await this.unblock();
-        await Promise.race([this.loopDone, sleep(100)]);
-      }
+    // Pops in flight come back (a blocking one woken by CLIENT UNBLOCK); what they bring
+    // is handed back by received().
+    while (this.blocking || this.inFlight > 0) {
+      if (this.blocking) await this.unblock();
+      await sleep(20);
     }
     const deadline = Date.now() + graceMs;
     while (this.running.size > 0 && !this.hurried && Date.now() < deadline) {
-      await Promise.race([
-        this.slotFreed(),
-        sleep(deadline - Date.now()),
-        new Promise<void>((resolve) => (this.hurry = resolve)),
-      ]);
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, deadline - Date.now());
+        this.wakeClose = this.hurry = () => {
+          clearTimeout(t);
+          resolve();
+        };
+      });
     }
+    this.wakeClose = undefined;
     const leftovers = [...this.running.values()].filter((r) => !r.finished);
     for (const r of leftovers) r.finished = true;
     this.running.clear();

@@ -1,0 +1,346 @@
+#!/usr/bin/env node
+// `make bench-clients`: the full job cycle of BullMQ 5 against this project's Node client
+// (clients/node, orca-queue), side by side in ONE run against ONE redis-server with the
+// Orca module loaded (BullMQ needs no module), with the same kind of client on both sides
+// (ioredis). 20k jobs of the ~1 KB Orca config of benches/job.json per run.
+//
+//   node benches/clients/bench.js [--jobs 20000] [--out benches/clients] [--quick]
+//
+// Rows: adds (BullMQ Queue.add with a priority vs Queue.enqueue), one at a time (each
+// awaited) and with 64 in flight (how a producer handling many requests sends them), and
+// bulk (addBulk vs enqueueMany); then processing with Worker concurrency 16 and 64 on both.
+// For every phase it records wall time, the node process's CPU, redis-server's CPU (from
+// /proc) and INFO commandstats, to show where the time goes. Writes results.md and
+// results.json to --out. Environment: REDIS_SERVER, ORCA_MODULE.
+"use strict";
+
+const { spawn } = require("node:child_process");
+const fs = require("node:fs");
+const net = require("node:net");
+const os = require("node:os");
+const path = require("node:path");
+
+const ROOT = path.resolve(__dirname, "../..");
+const ORCA = require(path.join(ROOT, "clients/node/build/src"));
+const { Queue: BullQueue, Worker: BullWorker } = require("bullmq");
+const IORedis = require("ioredis");
+
+const args = process.argv.slice(2);
+const argValue = (name, dflt) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : dflt;
+};
+const QUICK = args.includes("--quick");
+const JOBS = Number(argValue("--jobs", QUICK ? 2000 : 20000));
+const OUT = path.resolve(argValue("--out", path.join(ROOT, "benches/clients")));
+const MODULE = process.env.ORCA_MODULE ?? path.join(ROOT, "target/release/liborca.so");
+const REDIS_SERVER = process.env.REDIS_SERVER ?? "redis-server";
+const WINDOW = 64; // adds in flight in the "concurrent" rows
+const CONCURRENCY = [16, 64];
+const TEMPLATE = fs.readFileSync(path.join(ROOT, "benches/job.json"), "utf8").trim();
+const TICKS = 100; // USER_HZ for /proc/<pid>/stat
+
+const log = (m) => console.log(`[bench-clients ${new Date().toISOString().slice(11, 19)}] ${m}`);
+
+// The config of job i (collation i/4), filled as benches/run.py fills the template.
+function config(i, round) {
+  const parts = TEMPLATE.split("__rand_int__");
+  let out = parts[0];
+  for (let k = 1; k < parts.length; k++) {
+    const n = k === 2 ? Math.floor(i / 4) : round * 1e9 + i;
+    out += String(n).padStart(12, "0") + parts[k];
+  }
+  return JSON.parse(out);
+}
+
+function freePort() {
+  return new Promise((res, rej) => {
+    const s = net.createServer();
+    s.once("error", rej);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => res(port));
+    });
+  });
+}
+
+async function startServer() {
+  const port = await freePort();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "orca-bench-clients-"));
+  const proc = spawn(
+    REDIS_SERVER,
+    ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no",
+      "--logfile", path.join(dir, "server.log"), "--loadmodule", MODULE],
+    { stdio: "ignore" },
+  );
+  const stop = () => {
+    if (proc.exitCode === null) proc.kill("SIGKILL");
+    fs.rmSync(dir, { recursive: true, force: true });
+  };
+  process.on("exit", stop);
+  for (let t = 0; t < 200; t++) {
+    const c = new IORedis({ port, lazyConnect: true, retryStrategy: () => null });
+    c.on("error", () => {});
+    try {
+      await c.connect();
+      await c.ping();
+      c.disconnect();
+      return { port, pid: proc.pid, stop };
+    } catch {
+      c.disconnect();
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  stop();
+  throw new Error("redis-server did not start");
+}
+
+function serverCpu(pid) {
+  const f = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+  const rest = f.slice(f.lastIndexOf(")") + 2).split(" ");
+  return (Number(rest[11]) + Number(rest[12])) / TICKS; // utime + stime, seconds
+}
+
+async function commandstats(r) {
+  const text = await r.info("commandstats");
+  const out = {};
+  for (const line of text.split("\n")) {
+    const m = /^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/.exec(line.trim());
+    if (m) out[m[1]] = { calls: Number(m[2]), usec: Number(m[3]) };
+  }
+  return out;
+}
+
+// Runs `body` and records wall time, node CPU, server CPU and the server's per-command time.
+async function measure(admin, pid, jobs, body) {
+  await admin.config("RESETSTAT");
+  const cpu0 = process.cpuUsage();
+  const s0 = serverCpu(pid);
+  const t0 = process.hrtime.bigint();
+  await body();
+  const wall = Number(process.hrtime.bigint() - t0) / 1e9;
+  const cpu = process.cpuUsage(cpu0);
+  const server = serverCpu(pid) - s0;
+  const stats = await commandstats(admin);
+  delete stats.config;
+  delete stats.info;
+  const top = Object.entries(stats)
+    .sort((a, b) => b[1].usec - a[1].usec)
+    .slice(0, 4)
+    .map(([name, s]) => ({ name, calls: s.calls, usPerCall: s.usec / s.calls }));
+  const cmdUsec = Object.values(stats).reduce((a, s) => a + s.usec, 0);
+  return {
+    jobs,
+    wall,
+    rate: jobs / wall,
+    nodeUsPerJob: ((cpu.user + cpu.system) / jobs),
+    serverUsPerJob: (server * 1e6) / jobs,
+    cmdUsPerJob: cmdUsec / jobs,
+    callsPerJob: Object.values(stats).reduce((a, s) => a + s.calls, 0) / jobs,
+    top,
+  };
+}
+
+// Calls add(i) for i in 0..n-1 with `window` calls in flight.
+async function addAll(n, window, add) {
+  let next = 0;
+  const lane = async () => {
+    while (next < n) await add(next++);
+  };
+  await Promise.all(Array.from({ length: Math.min(window, n) }, lane));
+}
+
+function waitCount(getCount, n, what) {
+  return new Promise((resolve, reject) => {
+    const deadline = Date.now() + 600_000;
+    const t = setInterval(() => {
+      if (getCount() >= n) {
+        clearInterval(t);
+        resolve();
+      } else if (Date.now() > deadline) {
+        clearInterval(t);
+        reject(new Error(`${what}: only ${getCount()} of ${n} done`));
+      }
+    }, 2);
+  });
+}
+
+// --- BullMQ --------------------------------------------------------------------------
+async function bullAdds(conn, round, mode) {
+  const q = new BullQueue(`bull-${round}-${mode}`, { connection: conn });
+  await q.waitUntilReady();
+  if (mode === "bulk") {
+    for (let i = 0; i < JOBS; i += 1000) {
+      const batch = [];
+      for (let k = i; k < Math.min(i + 1000, JOBS); k++) batch.push({ name: "grade", data: config(k, round), opts: { priority: 1 + (k % 100) } });
+      await q.addBulk(batch);
+    }
+  } else {
+    await addAll(JOBS, mode === "one" ? 1 : WINDOW, (i) => q.add("grade", config(i, round), { priority: 1 + (i % 100) }));
+  }
+  return q;
+}
+
+async function bullProcess(conn, name, concurrency) {
+  let done = 0;
+  const w = new BullWorker(name, async (job) => ({ ok: true, key: job.data.key.length }), {
+    connection: { ...conn, maxRetriesPerRequest: null },
+    concurrency,
+  });
+  w.on("completed", () => done++);
+  w.on("error", (e) => log(`bullmq worker error: ${e.message}`));
+  await waitCount(() => done, JOBS, "bullmq");
+  await w.close();
+}
+
+// --- orca-queue -------------------------------------------------------------------------
+async function orcaAdds(client, round, mode) {
+  const q = new ORCA.Queue(client, `orca-${round}-${mode}`);
+  if (mode === "bulk") {
+    for (let i = 0; i < JOBS; i += 1000) {
+      const batch = [];
+      for (let k = i; k < Math.min(i + 1000, JOBS); k++) batch.push(config(k, round));
+      const out = await q.enqueueMany(batch);
+      const bad = out.find((x) => x instanceof Error);
+      if (bad) throw bad;
+    }
+  } else {
+    await addAll(JOBS, mode === "one" ? 1 : WINDOW, (i) => q.enqueue(config(i, round)));
+  }
+  return q;
+}
+
+async function orcaProcess(q, concurrency) {
+  let done = 0;
+  const w = new ORCA.Worker(q, async (job) => ({ ok: true, key: job.config.key.length }), {
+    concurrency,
+    leaseMs: 600_000,
+    handleSignals: false,
+  });
+  w.on("completed", () => done++);
+  await waitCount(() => done, JOBS, "orca");
+  await w.close();
+  const st = await q.stats();
+  if (st.queued || st.leased || st.dead) throw new Error(`orca queue not drained: ${JSON.stringify(st)}`);
+}
+
+// --- report -------------------------------------------------------------------------------
+const fmt = (x) => Math.round(x).toLocaleString("en-US");
+const f1 = (x) => x.toFixed(1);
+const topText = (m) => m.top.map((t) => `${t.name} ${t.calls}×${t.usPerCall.toFixed(1)}µs`).join(", ");
+
+function report(rows, meta) {
+  const L = [];
+  const w = (s = "") => L.push(s);
+  w("# The full job cycle: orca-queue (Node) against BullMQ 5");
+  w();
+  w(`Generated by \`make bench-clients\` (\`node benches/clients/bench.js\`) on ${meta.date}: ${meta.jobs} jobs of the ` +
+    `${meta.payload}-byte Orca config of benches/job.json per row, one redis-server ${meta.redis} (with the module loaded; ` +
+    `BullMQ ignores it), ${meta.cpus} CPUs (${meta.cpuModel}), node ${process.version}, BullMQ ${meta.bullmq}, ioredis ${meta.ioredis} ` +
+    "on both sides. Each side runs alone while measured; the rows alternate between the two.");
+  w();
+  w("| what | BullMQ jobs/s | orca-queue jobs/s | ratio | target |");
+  w("|---|---|---|---|---|");
+  for (const t of meta.targets) w(`| ${t.what} | ${fmt(t.bull)} | ${fmt(t.orca)} | **${t.ratio.toFixed(2)}x** | ${t.target} |`);
+  w();
+  w("## Where the time goes");
+  w();
+  w("Per job: the node process's CPU (client: building commands, parsing replies, the worker's bookkeeping, " +
+    "BullMQ's msgpack/JSON), redis-server's CPU (from /proc: command execution, Lua for BullMQ, protocol I/O), " +
+    "the server time inside commands (INFO commandstats) and the commands sent per job.");
+  w();
+  w("| row | side | jobs/s | wall s | node CPU µs/job | server CPU µs/job | in commands µs/job | commands/job | top commands (calls × µs) |");
+  w("|---|---|---|---|---|---|---|---|---|");
+  for (const r of rows) {
+    w(`| ${r.row} | ${r.side} | ${fmt(r.rate)} | ${r.wall.toFixed(2)} | ${f1(r.nodeUsPerJob)} | ${f1(r.serverUsPerJob)} | ` +
+      `${f1(r.cmdUsPerJob)} | ${r.callsPerJob.toFixed(2)} | ${topText(r)} |`);
+  }
+  w();
+  return L.join("\n");
+}
+
+async function main() {
+  if (!fs.existsSync(MODULE)) throw new Error(`${MODULE} not found: run make build`);
+  const server = await startServer();
+  const conn = { host: "127.0.0.1", port: server.port };
+  const admin = new IORedis(conn);
+  const orcaClient = new IORedis({ ...conn, enableAutoPipelining: true });
+  const rows = [];
+  log(`redis-server pid ${server.pid} on port ${server.port}; ${JOBS} jobs per row`);
+  const row = async (name, side, body) => {
+    await admin.flushall();
+    const m = await measure(admin, server.pid, JOBS, body);
+    rows.push({ row: name, side, ...m });
+    log(`${name.padEnd(28)} ${side.padEnd(10)} ${fmt(m.rate).padStart(8)} jobs/s  node ${f1(m.nodeUsPerJob)} µs/job, server ${f1(m.serverUsPerJob)} µs/job`);
+  };
+  let round = 0;
+  for (const mode of ["one", "window", "bulk"]) {
+    const label = { one: "add, one at a time", window: `add, ${WINDOW} in flight`, bulk: "add, bulk of 1000" }[mode];
+    round++;
+    await row(label, "BullMQ", () => bullAdds(conn, round, mode).then((q) => q.close()));
+    await row(label, "orca-queue", () => orcaAdds(orcaClient, round, mode));
+  }
+  for (const c of CONCURRENCY) {
+    round++;
+    // Fill (not measured), then process (measured).
+    await admin.flushall();
+    const bq = await bullAdds(conn, round, "bulk");
+    const bname = bq.name;
+    await bq.close();
+    await measureOnly(`process, concurrency ${c}`, "BullMQ", () => bullProcess(conn, bname, c));
+    await admin.flushall();
+    const oq = await orcaAdds(orcaClient, round, "bulk");
+    await measureOnly(`process, concurrency ${c}`, "orca-queue", () => orcaProcess(oq, c));
+  }
+
+  async function measureOnly(name, side, body) {
+    const m = await measure(admin, server.pid, JOBS, body);
+    rows.push({ row: name, side, ...m });
+    log(`${name.padEnd(28)} ${side.padEnd(10)} ${fmt(m.rate).padStart(8)} jobs/s  node ${f1(m.nodeUsPerJob)} µs/job, server ${f1(m.serverUsPerJob)} µs/job`);
+  }
+
+  const get = (r, s) => rows.find((x) => x.row === r && x.side === s).rate;
+  const targets = [];
+  const target = (what, r, want) => {
+    const bull = get(r, "BullMQ");
+    const orca = get(r, "orca-queue");
+    targets.push({ what, bull, orca, ratio: orca / bull, target: want ? `>= ${want}x` : "" });
+  };
+  target(`add (Queue.add with priority / enqueue), ${WINDOW} in flight`, `add, ${WINDOW} in flight`, 2);
+  target("add, one at a time (each awaited)", "add, one at a time", 0);
+  target("add, bulk of 1000 (addBulk / enqueueMany)", "add, bulk of 1000", 0);
+  for (const c of CONCURRENCY) target(`process, Worker concurrency ${c}`, `process, concurrency ${c}`, 5);
+
+  const info = await admin.info("server");
+  const meta = {
+    date: new Date().toISOString().slice(0, 16).replace("T", " ") + " UTC",
+    jobs: JOBS,
+    payload: Buffer.byteLength(JSON.stringify(config(0, 1))),
+    redis: /redis_version:(\S+)/.exec(info)?.[1] ?? "?",
+    cpus: os.cpus().length,
+    cpuModel: os.cpus()[0]?.model.trim() ?? "?",
+    bullmq: require("bullmq/package.json").version,
+    ioredis: require("ioredis/package.json").version,
+    targets,
+  };
+  admin.disconnect();
+  orcaClient.disconnect();
+  server.stop();
+  fs.mkdirSync(OUT, { recursive: true });
+  fs.writeFileSync(path.join(OUT, "results.md"), report(rows, meta));
+  fs.writeFileSync(path.join(OUT, "results.json"), JSON.stringify({ meta, rows }, null, 2) + "\n");
+  console.log();
+  for (const t of targets) {
+    const verdict = t.target ? (t.ratio >= Number(t.target.slice(3, -1)) ? "PASS" : "MISS") : "";
+    console.log(`${t.what.padEnd(62)} ${t.ratio.toFixed(2).padStart(6)}x  ${t.target.padEnd(6)} ${verdict}`);
+  }
+  console.log(`\nwrote ${path.join(OUT, "results.md")}`);
+}
+
+main().then(
+  () => process.exit(0),
+  (e) => {
+    console.error(e);
+    process.exit(1);
+  },
+);
