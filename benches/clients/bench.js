@@ -150,19 +150,20 @@ async function addAll(n, window, add) {
   await Promise.all(Array.from({ length: Math.min(window, n) }, lane));
 }
 
-function waitCount(getCount, n, what) {
-  return new Promise((resolve, reject) => {
-    const deadline = Date.now() + 600_000;
-    const t = setInterval(() => {
-      if (getCount() >= n) {
-        clearInterval(t);
-        resolve();
-      } else if (Date.now() > deadline) {
-        clearInterval(t);
-        reject(new Error(`${what}: only ${getCount()} of ${n} done`));
-      }
-    }, 2);
-  });
+// A counter that resolves `done` when it reaches n (checked on every completion event).
+function counter(n, what) {
+  let count = 0;
+  let resolve;
+  let reject;
+  const done = new Promise((res, rej) => ((resolve = res), (reject = rej)));
+  const timer = setTimeout(() => reject(new Error(`${what}: only ${count} of ${n} done`)), 600_000);
+  const inc = () => {
+    if (++count === n) {
+      clearTimeout(timer);
+      resolve();
+    }
+  };
+  return { inc, done };
 }
 
 // --- BullMQ --------------------------------------------------------------------------
@@ -182,14 +183,14 @@ async function bullAdds(conn, round, mode) {
 }
 
 async function bullProcess(conn, name, concurrency) {
-  let done = 0;
+  const c = counter(JOBS, "bullmq");
   const w = new BullWorker(name, async (job) => ({ ok: true, key: job.data.key.length }), {
     connection: { ...conn, maxRetriesPerRequest: null },
     concurrency,
   });
-  w.on("completed", () => done++);
+  w.on("completed", c.inc);
   w.on("error", (e) => log(`bullmq worker error: ${e.message}`));
-  await waitCount(() => done, JOBS, "bullmq");
+  await c.done;
   await w.close();
 }
 
@@ -211,14 +212,14 @@ async function orcaAdds(client, round, mode) {
 }
 
 async function orcaProcess(q, concurrency) {
-  let done = 0;
+  const c = counter(JOBS, "orca");
   const w = new ORCA.Worker(q, async (job) => ({ ok: true, key: job.config.key.length }), {
     concurrency,
     leaseMs: 600_000,
     handleSignals: false,
   });
-  w.on("completed", () => done++);
-  await waitCount(() => done, JOBS, "orca");
+  w.on("completed", c.inc);
+  await c.done;
   await w.close();
   const st = await q.stats();
   if (st.queued || st.leased || st.dead) throw new Error(`orca queue not drained: ${JSON.stringify(st)}`);

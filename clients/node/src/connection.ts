@@ -23,7 +23,7 @@ export function blockingConnection(client: Redis, name = "orca-blocking"): Redis
   });
 }
 
-/** A pipelining connection for a worker's non-blocking commands (pops, acks, heartbeats). */
+/** A connection for a worker's non-blocking commands (pops, acks, heartbeats). */
 export function commandConnection(client: Redis, name = "orca-worker"): Redis {
-  return client.duplicate({ connectionName: name, enableAutoPipelining: true, lazyConnect: false });
+  return client.duplicate({ connectionName: name, enableAutoPipelining: false, lazyConnect: false });
 }

@@ -1,5 +1,6 @@
 export { Queue, run } from "./queue";
-export type { Delivery, RedisClient } from "./queue";
+export type { Delivery } from "./queue";
+export type { RedisClient } from "./send";
 export { Worker, defaultLogger } from "./worker";
 export type { Handler, Logger, WorkerOptions } from "./worker";
 export { FetchStrategy } from "./strategy";

@@ -1,12 +1,10 @@
-import type Redis from "ioredis";
-import type { Cluster } from "ioredis";
-
-import { mapError } from "./errors";
+import { OrcaError } from "./errors";
 import { Config, encodeResult } from "./keys";
 import * as P from "./protocol";
+import { send, type RedisClient } from "./send";
 import { Job, NackOutcome, QueueSettings, QueueStats, TickReport } from "./types";
 
-export type RedisClient = Redis | Cluster;
+export { send as run };
 
 /** A popped Job, or an orca key with its lease token. */
 export type Delivery = Job | { key: string; lease: string };
@@ -14,18 +12,6 @@ export type Delivery = Job | { key: string; lease: string };
 function delivery(d: Delivery): [string, string] {
   if (d.lease === undefined) throw new TypeError("job has no lease (it was not popped with a lease)");
   return [d.key, d.lease];
-}
-
-/** Sends one command on `client`, mapping error replies to OrcaError classes. */
-export async function run<T>(client: RedisClient, cmd: P.Command<T>): Promise<T> {
-  const [name, ...args] = cmd.args as [string, ...P.Arg[]];
-  let reply: unknown;
-  try {
-    reply = cmd.buffers ? await client.callBuffer(name, ...args) : await client.call(name, ...args);
-  } catch (e) {
-    throw mapError(e);
-  }
-  return cmd.parse(reply);
 }
 
 /**
@@ -41,7 +27,7 @@ export class Queue {
   ) {}
 
   private run<T>(cmd: P.Command<T>): Promise<T> {
-    return run(this.client, cmd);
+    return send(this.client, cmd);
   }
 
   /** ORCA.ENQUEUE: create-or-update in its collation (a PUT). The reply has no payload. */
@@ -50,15 +36,19 @@ export class Queue {
   }
 
   /**
-   * ORCA.ENQUEUE of many configs in one pipeline: each entry is the write reply or the
+   * ORCA.ENQUEUE of many configs in one round trip: each entry is the write reply or the
    * OrcaError that config got (the others are enqueued all the same).
    */
-  async enqueueMany(configs: Config[]): Promise<(Job | Error)[]> {
-    const cmds = configs.map((c) => P.enqueue(this.name, c));
-    const pipe = this.client.pipeline();
-    for (const c of cmds) pipe.call(...(c.args as [string, ...P.Arg[]]));
-    const replies = (await pipe.exec()) ?? [];
-    return replies.map(([err, reply], i) => (err ? (mapError(err) as Error) : cmds[i]!.parse(reply)));
+  enqueueMany(configs: Config[]): Promise<(Job | OrcaError)[]> {
+    // Issued in one turn, so they leave in one write (see send.ts).
+    return Promise.all(
+      configs.map((c) =>
+        this.run(P.enqueue(this.name, c)).catch((e: unknown) => {
+          if (e instanceof OrcaError) return e;
+          throw e;
+        }),
+      ),
+    );
   }
 
   /** ORCA.IMMEDIATE: create-or-update as an immediate job (upgrading a waiting one). */
