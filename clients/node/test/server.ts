@@ -7,10 +7,17 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import Redis, { type RedisOptions } from "ioredis";
 
-const REPO = resolve(__dirname, "../../../..");
+// The repository root: the nearest directory above this file with a Cargo.toml.
+function repoRoot(): string {
+  for (let dir = __dirname; ; dir = dirname(dir)) {
+    if (existsSync(join(dir, "Cargo.toml"))) return dir;
+    if (dirname(dir) === dir) return resolve(__dirname, "../../../..");
+  }
+}
+const REPO = repoRoot();
 export const MODULE = process.env.ORCA_MODULE ?? join(REPO, "target/release/liborca.so");
 const REDIS_SERVER = process.env.REDIS_SERVER ?? "redis-server";
 
