@@ -9,7 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .errors import JobCancelledError, LeaseLostError
+from redis.exceptions import ResponseError
+
+from . import protocol as P
+from .errors import JobCancelledError, LeaseLostError, map_error
+from .strategy import FetchStrategy
 from .types import Job, NackOutcome
 
 log = logging.getLogger("orca_queue.worker")
@@ -137,3 +141,112 @@ def queue_names(queue_or_queues: Any) -> list[Any]:
     if len(set(names)) != len(names):
         raise ValueError("a queue is named twice")
     return queues
+
+
+class WorkerBase:
+    """Options, hooks, counts and the I/O-free steps shared by the thread and asyncio workers.
+
+    ``queue_or_queues``: one queue or a list (all on one client). ``lease_ms``: lease of each
+    delivery (heartbeats extend it every ``heartbeat_ms``, a third of the lease by default).
+    ``block_ms``: how long one blocking pop waits. ``grace_ms``: at a stop, how long running
+    handlers may take before their jobs are handed back. ``poll_ms``: with several queues, the
+    BLOCK of each rotating blocking pop. Hooks ``on_completed(job, result)``,
+    ``on_failed(job, exc, outcome)``, ``on_lost(job, reason)``; their exceptions are logged.
+    """
+
+    def __init__(
+        self,
+        queue_or_queues: Any,
+        handler: Callable[[Job], Any],
+        *,
+        concurrency: int = 1,
+        lease_ms: int = 300_000,
+        block_ms: int = 5_000,
+        grace_ms: int = 30_000,
+        heartbeat_ms: Optional[int] = None,
+        poll_ms: int = 500,
+        result_ttl_ms: Optional[int] = None,
+        nack_delay_ms: Optional[int] = None,
+        handle_signals: bool = True,
+        on_completed: Optional[OnCompleted] = None,
+        on_failed: Optional[OnFailed] = None,
+        on_lost: Optional[OnLost] = None,
+        logger: Optional[logging.Logger] = None,
+    ) -> None:
+        self.queues = queue_names(queue_or_queues)
+        self.handler = handler
+        self.options = WorkerOptions(
+            concurrency,
+            lease_ms,
+            block_ms,
+            grace_ms,
+            heartbeat_ms,
+            poll_ms,
+            result_ttl_ms,
+            nack_delay_ms,
+            handle_signals,
+        )
+        self.hooks = Hooks(on_completed, on_failed, on_lost)
+        self.log = logger or log
+        self.strategy = FetchStrategy(
+            [q.name for q in self.queues],
+            lease_ms=lease_ms,
+            block_ms=block_ms,
+            poll_ms=poll_ms,
+            result_ttl_ms=result_ttl_ms,
+            nack_delay_ms=nack_delay_ms,
+        )
+        self.counts = {"completed": 0, "failed": 0, "lost": 0, "handed_back": 0}
+        self._setup()
+
+    def _setup(self) -> None:
+        """The runtime's own state (called at the end of ``__init__``)."""
+
+    def _count(self, what: str, n: int = 1) -> None:
+        self.counts[what] += n
+
+    @staticmethod
+    def _encode(
+        value: Any, error: Optional[BaseException]
+    ) -> tuple[Optional[bytes], Optional[BaseException]]:
+        """The ACK result of a handler's value, or the error to NACK with."""
+        if error is not None:
+            return None, error
+        try:
+            return P.encode_result(value), None
+        except (TypeError, ValueError) as e:
+            return None, TypeError(f"handler result is not JSON-serializable: {e}")
+
+    def _lost(self, job: Job, exc: LeaseLostError) -> None:
+        if self.hooks.lost(job, lost_reason(exc)):
+            self._count("lost")
+
+    def _hand_back_commands(self, jobs: list[Job], reason: str) -> list[P.Command[object]]:
+        for job in jobs:
+            self.hooks.lost(job, reason)
+        self._count("handed_back", len(jobs))
+        return [c for job in jobs for c in self.strategy.hand_back(job)]
+
+    def _after_hand_back(self, cmds: list[P.Command[object]], replies: list[Any]) -> None:
+        for c, r in zip(cmds, replies, strict=True):
+            if isinstance(r, ResponseError):
+                self.log.warning("%s %s: %s", c.args[0], c.args[1], map_error(r))
+
+    def _after_beats(self, due: list[Running], replies: list[Any], now: float) -> None:
+        for r, reply in zip(due, replies, strict=True):
+            if isinstance(reply, ResponseError):
+                err = map_error(reply)
+                if isinstance(err, LeaseLostError):
+                    self._lost(r.job, err)
+                else:
+                    self.log.warning("heartbeat of job %s: %s", r.job.key, err)
+            else:
+                r.last_beat = now
+
+    def _started_log(self) -> None:
+        self.log.info(
+            "worker started: queues %s, concurrency %d, lease %d ms",
+            self.strategy.queues,
+            self.options.concurrency,
+            self.options.lease_ms,
+        )

@@ -13,14 +13,13 @@ does not keep the process alive; its job has been handed back and its result is 
 
 from __future__ import annotations
 
-import logging
 import queue as stdqueue
 import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import Any, Optional, TypeVar, Union
+from typing import Any, Optional, TypeVar
 
 import redis
 from redis.exceptions import ConnectionError, RedisError, ResponseError, TimeoutError
@@ -30,18 +29,7 @@ from .connection import blocking_client
 from .errors import LeaseLostError, map_error
 from .protocol import execute
 from .queue import Queue
-from .runtime import (
-    Hooks,
-    OnCompleted,
-    OnFailed,
-    OnLost,
-    Running,
-    WorkerOptions,
-    log,
-    lost_reason,
-    queue_names,
-)
-from .strategy import FetchStrategy
+from .runtime import Running, WorkerBase
 from .types import Job
 
 T = TypeVar("T")
@@ -53,58 +41,14 @@ def _token(job: Job) -> _Token:
     return (job.queue or "", job.key, job.lease or "")
 
 
-class Worker:
-    """Runs ``handler(job)`` for the jobs of one or more queues (all on one Redis client).
+class Worker(WorkerBase):
+    """Runs ``handler(job)`` for the jobs of one or more queues (all on one Redis client), on
+    ``concurrency`` threads; hooks run on worker threads. Options: see
+    :class:`~orca_queue.runtime.WorkerBase`."""
 
-    ``lease_ms``: lease of each delivery (heartbeats extend it every ``heartbeat_ms``,
-    a third of the lease by default). ``block_ms``: how long one blocking pop waits.
-    ``grace_ms``: at a stop, how long running handlers may take before their jobs are
-    handed back. Hooks ``on_completed(job, result)``, ``on_failed(job, exc, outcome)``
-    and ``on_lost(job, reason)`` run on worker threads; their exceptions are logged.
-    """
+    queues: list[Queue]
 
-    def __init__(
-        self,
-        queue_or_queues: Union[Queue, Sequence[Queue]],
-        handler: Handler,
-        *,
-        concurrency: int = 1,
-        lease_ms: int = 300_000,
-        block_ms: int = 5_000,
-        grace_ms: int = 30_000,
-        heartbeat_ms: Optional[int] = None,
-        poll_ms: int = 500,
-        result_ttl_ms: Optional[int] = None,
-        nack_delay_ms: Optional[int] = None,
-        handle_signals: bool = True,
-        on_completed: Optional[OnCompleted] = None,
-        on_failed: Optional[OnFailed] = None,
-        on_lost: Optional[OnLost] = None,
-        logger: Optional[logging.Logger] = None,
-    ) -> None:
-        self.queues: list[Queue] = queue_names(queue_or_queues)
-        self.handler = handler
-        self.options = WorkerOptions(
-            concurrency,
-            lease_ms,
-            block_ms,
-            grace_ms,
-            heartbeat_ms,
-            poll_ms,
-            result_ttl_ms,
-            nack_delay_ms,
-            handle_signals,
-        )
-        self.hooks = Hooks(on_completed, on_failed, on_lost)
-        self.log = logger or log
-        self.strategy = FetchStrategy(
-            [q.name for q in self.queues],
-            lease_ms=lease_ms,
-            block_ms=block_ms,
-            poll_ms=poll_ms,
-            result_ttl_ms=result_ttl_ms,
-            nack_delay_ms=nack_delay_ms,
-        )
+    def _setup(self) -> None:
         self.client: redis.Redis = self.queues[0].client
         self._cond = threading.Condition()
         self._running: dict[_Token, Running] = {}
@@ -116,7 +60,6 @@ class Worker:
         self._blocker: Optional[redis.Redis] = None
         self._blocker_id: Optional[int] = None
         self._started = False
-        self.counts = {"completed": 0, "failed": 0, "lost": 0, "handed_back": 0}
 
     # -- control ------------------------------------------------------------------------
     def stop(self, *, now: bool = False) -> None:
@@ -140,12 +83,7 @@ class Worker:
         fetcher = threading.Thread(target=self._fetch_loop, name="orca-fetcher", daemon=True)
         for t in [*threads, beat, fetcher]:
             t.start()
-        self.log.info(
-            "worker started: queues %s, concurrency %d, lease %d ms",
-            self.strategy.queues,
-            self.options.concurrency,
-            self.options.lease_ms,
-        )
+        self._started_log()
         try:
             while not self._stop.is_set() and fetcher.is_alive():
                 if self._signals:
@@ -223,15 +161,9 @@ class Worker:
     def _hand_back(self, jobs: list[Job], reason: str) -> None:
         if not jobs:
             return
-        for job in jobs:
-            self.hooks.lost(job, reason)
-        self._count("handed_back", len(jobs))
-        pipe = self.client.pipeline(transaction=False)
-        cmds = [c for job in jobs for c in self.strategy.hand_back(job)]
-        for c in cmds:
-            execute(pipe, c.args)
+        cmds = self._hand_back_commands(jobs, reason)
         try:
-            replies = pipe.execute(raise_on_error=False)
+            replies = self._pipeline(cmds)
         except RedisError as e:
             self.log.error(
                 "could not hand back %d jobs (%s): their leases will expire and "
@@ -240,9 +172,13 @@ class Worker:
                 e,
             )
             return
-        for c, r in zip(cmds, replies, strict=True):
-            if isinstance(r, ResponseError):
-                self.log.warning("%s %s: %s", c.args[0], c.args[1], map_error(r))
+        self._after_hand_back(cmds, replies)
+
+    def _pipeline(self, cmds: Sequence[P.Command[Any]]) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False)
+        for c in cmds:
+            execute(pipe, c.args)
+        return list(pipe.execute(raise_on_error=False))
 
     # -- fetching -----------------------------------------------------------------------
     def _run(self, client: redis.Redis, cmd: P.Command[T]) -> T:
@@ -329,11 +265,7 @@ class Worker:
             if not claimed or job.abandoned is not None:
                 self.log.info("job %s: result dropped (%s)", job.key, job.abandoned)
                 return
-            if error is None:
-                try:
-                    result = P.encode_result(value)
-                except (TypeError, ValueError) as e:
-                    error = TypeError(f"handler result is not JSON-serializable: {e}")
+            result, error = self._encode(value, error)
             if error is None:
                 self._run(self.client, self.strategy.ack(job, result))
                 self._count("completed")
@@ -343,8 +275,7 @@ class Worker:
                 self._count("failed")
                 self.hooks.failed(job, error, outcome)
         except LeaseLostError as e:
-            if self.hooks.lost(job, lost_reason(e)):
-                self._count("lost")
+            self._lost(job, e)
         except RedisError as e:
             self.log.error(
                 "job %s: could not %s (%s); its lease will expire and it comes back",
@@ -374,22 +305,9 @@ class Worker:
                 self._beat(due, now)
 
     def _beat(self, due: list[Running], now: float) -> None:
-        cmds = [self.strategy.extend(r.job) for r in due]
-        pipe = self.client.pipeline(transaction=False)
-        for c in cmds:
-            execute(pipe, c.args)
         try:
-            replies = pipe.execute(raise_on_error=False)
+            replies = self._pipeline([self.strategy.extend(r.job) for r in due])
         except RedisError as e:
             self.log.warning("heartbeat of %d jobs failed: %s", len(due), e)
             return
-        for r, reply in zip(due, replies, strict=True):
-            if isinstance(reply, ResponseError):
-                err = map_error(reply)
-                if isinstance(err, LeaseLostError):
-                    if self.hooks.lost(r.job, lost_reason(err)):
-                        self._count("lost")
-                else:
-                    self.log.warning("heartbeat of job %s: %s", r.job.key, err)
-            else:
-                r.last_beat = now
+        self._after_beats(due, replies, now)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import logging
 import signal
 import threading
 import time
@@ -25,18 +24,7 @@ from .. import protocol as P
 from ..connection import async_blocking_client
 from ..errors import LeaseLostError, map_error
 from ..protocol import execute
-from ..runtime import (
-    Hooks,
-    OnCompleted,
-    OnFailed,
-    OnLost,
-    Running,
-    WorkerOptions,
-    log,
-    lost_reason,
-    queue_names,
-)
-from ..strategy import FetchStrategy
+from ..runtime import Running, WorkerBase
 from ..types import Job
 from .queue import Queue
 
@@ -44,54 +32,15 @@ T = TypeVar("T")
 Handler = Callable[[Job], Any] | Callable[[Job], Awaitable[Any]]
 
 
-class Worker:
-    """Runs ``handler(job)`` for the jobs of one or more asyncio queues (one client).
-    Options and hooks as :class:`orca_queue.Worker`; hooks run on the event loop."""
+class Worker(WorkerBase):
+    """Runs ``handler(job)`` for the jobs of one or more asyncio queues (one client). Options
+    and hooks as :class:`orca_queue.Worker` (see :class:`~orca_queue.runtime.WorkerBase`);
+    hooks run on the event loop."""
 
-    def __init__(
-        self,
-        queue_or_queues: Queue | Sequence[Queue],
-        handler: Handler,
-        *,
-        concurrency: int = 1,
-        lease_ms: int = 300_000,
-        block_ms: int = 5_000,
-        grace_ms: int = 30_000,
-        heartbeat_ms: int | None = None,
-        poll_ms: int = 500,
-        result_ttl_ms: int | None = None,
-        nack_delay_ms: int | None = None,
-        handle_signals: bool = True,
-        on_completed: OnCompleted | None = None,
-        on_failed: OnFailed | None = None,
-        on_lost: OnLost | None = None,
-        logger: logging.Logger | None = None,
-    ) -> None:
-        self.queues: list[Queue] = queue_names(queue_or_queues)
-        self.handler = handler
-        self.options = WorkerOptions(
-            concurrency,
-            lease_ms,
-            block_ms,
-            grace_ms,
-            heartbeat_ms,
-            poll_ms,
-            result_ttl_ms,
-            nack_delay_ms,
-            handle_signals,
-        )
-        self.hooks = Hooks(on_completed, on_failed, on_lost)
-        self.log = logger or log
-        self.strategy = FetchStrategy(
-            [q.name for q in self.queues],
-            lease_ms=lease_ms,
-            block_ms=block_ms,
-            poll_ms=poll_ms,
-            result_ttl_ms=result_ttl_ms,
-            nack_delay_ms=nack_delay_ms,
-        )
+    queues: list[Queue]
+
+    def _setup(self) -> None:
         self.client: redis.asyncio.Redis = self.queues[0].client
-        self.counts = {"completed": 0, "failed": 0, "lost": 0, "handed_back": 0}
         self._running: dict[tuple[str, str], tuple[Running, asyncio.Task[None]]] = {}
         self._stopping = False
         self._hurry = False
@@ -137,12 +86,7 @@ class Worker:
                 signals.append(s)
         beat = asyncio.create_task(self._beat_loop())
         fetcher = asyncio.create_task(self._fetch_loop())
-        self.log.info(
-            "worker started: queues %s, concurrency %d, lease %d ms",
-            self.strategy.queues,
-            self.options.concurrency,
-            self.options.lease_ms,
-        )
+        self._started_log()
         try:
             stop_wait = asyncio.create_task(self._stop_event.wait())
             await asyncio.wait({stop_wait, fetcher}, return_when=asyncio.FIRST_COMPLETED)
@@ -195,15 +139,9 @@ class Worker:
     async def _hand_back(self, jobs: list[Job], reason: str) -> None:
         if not jobs:
             return
-        for job in jobs:
-            self.hooks.lost(job, reason)
-        self.counts["handed_back"] += len(jobs)
-        cmds = [c for job in jobs for c in self.strategy.hand_back(job)]
+        cmds = self._hand_back_commands(jobs, reason)
         try:
-            async with self.client.pipeline(transaction=False) as pipe:
-                for c in cmds:
-                    execute(pipe, c.args)
-                replies = await pipe.execute(raise_on_error=False)
+            replies = await self._pipeline(cmds)
         except RedisError as e:
             self.log.error(
                 "could not hand back %d jobs (%s): their leases will expire and "
@@ -212,9 +150,13 @@ class Worker:
                 e,
             )
             return
-        for c, r in zip(cmds, replies, strict=True):
-            if isinstance(r, ResponseError):
-                self.log.warning("%s %s: %s", c.args[0], c.args[1], map_error(r))
+        self._after_hand_back(cmds, replies)
+
+    async def _pipeline(self, cmds: Sequence[P.Command[Any]]) -> list[Any]:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for c in cmds:
+                execute(pipe, c.args)
+            return list(await pipe.execute(raise_on_error=False))
 
     # -- fetching -----------------------------------------------------------------------
     async def _run(self, client: redis.asyncio.Redis, cmd: P.Command[T]) -> T:
@@ -300,23 +242,17 @@ class Worker:
             if not claimed or job.abandoned is not None:
                 self.log.info("job %s: result dropped (%s)", job.key, job.abandoned)
                 return
-            result: bytes | None = None
-            if error is None:
-                try:
-                    result = P.encode_result(value)
-                except (TypeError, ValueError) as e:
-                    error = TypeError(f"handler result is not JSON-serializable: {e}")
+            result, error = self._encode(value, error)
             if error is None:
                 await self._run(self.client, self.strategy.ack(job, result))
-                self.counts["completed"] += 1
+                self._count("completed")
                 self.hooks.completed(job, value)
             else:
                 outcome = await self._run(self.client, self.strategy.nack(job))
-                self.counts["failed"] += 1
+                self._count("failed")
                 self.hooks.failed(job, error, outcome)
         except LeaseLostError as e:
-            if self.hooks.lost(job, lost_reason(e)):
-                self.counts["lost"] += 1
+            self._lost(job, e)
         except RedisError as e:
             self.log.error(
                 "job %s: could not %s (%s); its lease will expire and it comes back",
@@ -346,22 +282,9 @@ class Worker:
                 await self._beat(due, now)
 
     async def _beat(self, due: list[Running], now: float) -> None:
-        cmds = [self.strategy.extend(r.job) for r in due]
         try:
-            async with self.client.pipeline(transaction=False) as pipe:
-                for c in cmds:
-                    execute(pipe, c.args)
-                replies = await pipe.execute(raise_on_error=False)
+            replies = await self._pipeline([self.strategy.extend(r.job) for r in due])
         except RedisError as e:
             self.log.warning("heartbeat of %d jobs failed: %s", len(due), e)
             return
-        for r, reply in zip(due, replies, strict=True):
-            if isinstance(reply, ResponseError):
-                err = map_error(reply)
-                if isinstance(err, LeaseLostError):
-                    if self.hooks.lost(r.job, lost_reason(err)):
-                        self.counts["lost"] += 1
-                else:
-                    self.log.warning("heartbeat of job %s: %s", r.job.key, err)
-            else:
-                r.last_beat = now
+        self._after_beats(due, replies, now)
