@@ -114,7 +114,7 @@ clients/node/node_modules/.installed: clients/node/package-lock.json
 # test runner on the client and on the producer example.
 test-node: build node-deps
 	cd clients/node && npx tsc -p tsconfig.json && npx eslint . && npx prettier --check .
-	cd clients/node && node --test build/test/queue.test.js build/test/worker.test.js
+	cd clients/node && node --test build/test/queue.test.js build/test/worker.test.js build/test/chaos.test.js
 	cd examples/node && npm ci --no-audit --no-fund && npx tsc -p tsconfig.json
 	cd examples/node && node --test build/examples/node/producer.test.js
 
