@@ -8,6 +8,7 @@ import {
   jobsFromReply,
   NackOutcome,
   nackFromReply,
+  popFromBuffers,
   QueueSettings,
   QueueStats,
   settingsFromReply,
@@ -108,11 +109,13 @@ function popArgs(q: string, o: PopOptions, count?: number): Arg[] {
 }
 export const pop = (q: string, o: PopOptions = {}): Command<Job | null> => ({
   args: popArgs(q, o),
-  parse: (r) => (r === null ? null : Job.fromReply(r, q)),
+  parse: (r) => (r === null ? null : popFromBuffers(r, q)),
+  buffers: true,
 });
 export const popMany = (q: string, count: number, o: PopOptions = {}): Command<Job[]> => ({
   args: popArgs(q, o, count),
-  parse: (r) => jobsFromReply(r, q),
+  parse: (r) => (r === null ? [] : (r as unknown[]).map((x) => popFromBuffers(x, q))),
+  buffers: true,
 });
 export const ack = (
   q: string,

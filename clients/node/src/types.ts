@@ -168,6 +168,83 @@ export class Job {
   }
 }
 
+const utf8 = (b: unknown): string => (Buffer.isBuffer(b) ? b.toString("utf8") : String(b));
+const optUtf8 = (b: unknown): string | undefined => (b === null || b === undefined ? undefined : utf8(b));
+
+/**
+ * A popped job from a reply read with Buffers (ioredis `callBuffer`): the worker's hot path.
+ * Field names are told apart by length and first byte, so only values become strings.
+ * Fields it does not expect go through `fromReply`.
+ */
+export function popFromBuffers(reply: unknown, queue: string): Job {
+  if (!Array.isArray(reply) || reply.length % 2) return Job.fromReply(reply, queue);
+  const j = new Job();
+  j.queue = queue;
+  for (let i = 0; i < reply.length; i += 2) {
+    const f = reply[i] as Buffer;
+    const v = reply[i + 1];
+    const c = f[0];
+    switch (f.length) {
+      case 3:
+        j.key = utf8(v);
+        continue; // key
+      case 5:
+        if (c === 0x6c) {
+          j.lease = optUtf8(v);
+          continue;
+        } // lease
+        if (c === 0x6e) {
+          j.nonce = num(v);
+          continue;
+        } // nonce
+        break;
+      case 7:
+        if (c === 0x61) {
+          j.attempt = optNum(v);
+          continue;
+        } // attempt
+        if (c === 0x70) {
+          j.payload = optUtf8(v);
+          continue;
+        } // payload
+        break;
+      case 8:
+        if (c === 0x61) {
+          j.attempts = num(v);
+          continue;
+        } // attempts
+        if (c === 0x64) {
+          j.deadline = optNum(v);
+          continue;
+        } // deadline
+        break;
+      case 9:
+        if (c === 0x63) {
+          j.collation = optUtf8(v);
+          continue;
+        } // collation
+        if (c === 0x69) {
+          j.immediate = num(v) === 1;
+          continue;
+        } // immediate
+        break;
+      case 10:
+        if (c === 0x63) {
+          j.createdAt = num(v);
+          continue;
+        } // created_at
+        if (c === 0x72) {
+          j.releaseAt = num(v);
+          continue;
+        } // release_at
+        break;
+    }
+    return Job.fromReply(reply, queue); // a field this fast path does not know
+  }
+  if (!j.key) throw new TypeError("job reply without a 'key' field");
+  return j;
+}
+
 /** An array of job replies (POP with COUNT, LIST, DEAD LIST); nil is empty. */
 export function jobsFromReply(reply: Reply, queue?: string): Job[] {
   if (reply === null || reply === undefined) return [];

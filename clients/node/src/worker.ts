@@ -81,7 +81,8 @@ export class Worker extends EventEmitter {
   private readonly blocker: Redis;
   private blockerId: number | undefined;
   private readonly running = new Map<string, Running>();
-  private readonly finishing = new Set<Promise<void>>();
+  private pending = 0; // acks, nacks and hand-backs in flight
+  private drained: (() => void) | undefined;
   private readonly batch: number;
   private reserved = 0; // slots claimed by pops in flight
   private inFlight = 0; // non-blocking pops in flight
@@ -311,11 +312,15 @@ export class Worker extends EventEmitter {
     this.track(this.settle(job, value, error, failed));
   }
 
-  /** Keeps `f` until it settles, so close() waits for it. */
+  /** Counts `f` until it settles, so close() waits for it. */
   private track(f: Promise<void>): void {
-    this.finishing.add(f);
-    void f.finally(() => this.finishing.delete(f));
+    this.pending++;
+    f.then(this.untrack, this.untrack);
   }
+
+  private readonly untrack = (): void => {
+    if (--this.pending === 0) this.drained?.();
+  };
 
   private async settle(job: Job, value: unknown, error: unknown, failed: boolean): Promise<void> {
     let result: Buffer | string | undefined;
@@ -418,7 +423,7 @@ export class Worker extends EventEmitter {
       leftovers.map((r) => r.job).filter((j) => j.abandoned === undefined),
       "handed back at shutdown",
     );
-    await Promise.allSettled([...this.finishing]);
+    if (this.pending > 0) await new Promise<void>((resolve) => (this.drained = resolve));
     clearInterval(this.beatTimer);
     if (this.onSignal) {
       process.off("SIGTERM", this.onSignal);
