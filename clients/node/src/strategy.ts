@@ -13,6 +13,9 @@
 import * as P from "./protocol";
 import type { Job, NackOutcome } from "./types";
 
+/** The server's default orca.max-pop-count: one pop never asks for more. */
+export const MAX_POP_COUNT = 1000;
+
 export interface StrategyOptions {
   leaseMs: number;
   blockMs: number;
@@ -46,13 +49,16 @@ export class FetchStrategy {
 
   /** Non-blocking pop of up to `want` jobs from `queue`. */
   quick(queue: string, want: number): P.Command<Job[]> {
-    return P.popMany(queue, want, { leaseMs: this.opts.leaseMs });
+    return P.popMany(queue, Math.min(want, MAX_POP_COUNT), { leaseMs: this.opts.leaseMs });
   }
 
   /** The blocking pop to issue when every queue was empty. */
   blocking(want: number): P.Command<Job[]> {
     const queue = this.queues[this.turn++ % this.queues.length]!;
-    return P.popMany(queue, want, { leaseMs: this.opts.leaseMs, blockMs: this.blockMs });
+    return P.popMany(queue, Math.min(want, MAX_POP_COUNT), {
+      leaseMs: this.opts.leaseMs,
+      blockMs: this.blockMs,
+    });
   }
 
   ack(job: Job, result: Buffer | string | undefined): P.Command<void> {

@@ -16,7 +16,9 @@ import {
   WrongTypeError,
   configOrcaKey,
   orcaKey,
+  FetchStrategy,
 } from "../src";
+import { MAX_POP_COUNT } from "../src/strategy";
 import { Server, cfg, qname } from "./server";
 
 let server: Server;
@@ -206,6 +208,28 @@ describe("Queue", () => {
     assert.ok(out[0] instanceof Job && out[2] instanceof Job);
     assert.ok(out[1] instanceof BadConfigError);
     assert.equal(await q.len(), 2);
+  });
+
+  it("worker strategy: capped pops, rotation, hand-back commands", () => {
+    const s = new FetchStrategy(["a", "b"], { leaseMs: 5000, blockMs: 5000, pollMs: 200 });
+    assert.deepEqual(s.quick("a", 5000).args, ["ORCA.POP", "a", "LEASE", 5000, "COUNT", MAX_POP_COUNT]);
+    assert.deepEqual(s.blocking(3).args, ["ORCA.POP", "a", "LEASE", 5000, "BLOCK", 200, "COUNT", 3]);
+    assert.equal(s.blocking(3).args[1], "b");
+    const job = Object.assign(new Job(), {
+      key: "K",
+      payload: '{"key":"k"}',
+      createdAt: 42,
+      lease: "7",
+      queue: "q",
+    });
+    assert.deepEqual(
+      s.handBack(job).map((c) => c.args),
+      [
+        ["ORCA.REENQUEUE", "q", '{"key":"k"}', 42],
+        ["ORCA.NACK", "q", "K", "7", "DELAY", 0],
+      ],
+    );
+    assert.throws(() => new FetchStrategy([], { leaseMs: 1, blockMs: 1, pollMs: 1 }), RangeError);
   });
 
   it("decodes RESP3 maps like RESP2 arrays", () => {

@@ -22,6 +22,9 @@ from typing import Optional
 from . import protocol as P
 from .types import Job, NackOutcome
 
+# The server's default orca.max-pop-count: one pop never asks for more.
+MAX_POP_COUNT = 1000
+
 
 class FetchStrategy:
     def __init__(
@@ -49,13 +52,13 @@ class FetchStrategy:
 
     def quick(self, queue: str, want: int) -> P.Command[list[Job]]:
         """A non-blocking pop of up to ``want`` jobs from ``queue``."""
-        return P.pop_many(queue, want, self.lease_ms, None)
+        return P.pop_many(queue, min(want, MAX_POP_COUNT), self.lease_ms, None)
 
     def blocking(self, want: int) -> P.Command[list[Job]]:
         """The blocking pop to issue when every queue was empty (rotating over queues)."""
         queue = self.queues[self._turn % len(self.queues)]
         self._turn += 1
-        return P.pop_many(queue, want, self.lease_ms, self.block_ms)
+        return P.pop_many(queue, min(want, MAX_POP_COUNT), self.lease_ms, self.block_ms)
 
     def ack(self, job: Job, result: Optional[bytes]) -> P.Command[None]:
         return P.ack(
