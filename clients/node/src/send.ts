@@ -2,9 +2,9 @@
  * Sending ORCA.* commands with ioredis at the lowest cost it allows.
  *
  * Every command is an ioredis `Command` given to `sendCommand`; on a plain connection the
- * socket is corked at the first command of a turn and uncorked with `setImmediate`, so all
- * commands issued in one turn of the event loop (the acks of the handlers that settled, the
- * pop for their slots, a burst of enqueues) leave in one write. This is what ioredis's
+ * socket is corked at the first command and uncorked on `process.nextTick`, so all commands
+ * issued from one callback and the promise reactions it sets off (the acks of the handlers
+ * that settled, the pop for their slots, a burst of enqueues) leave in one write. This is what ioredis's
  * `enableAutoPipelining` does, without its per-command pipeline and promise layers (about
  * 40% of the client's cost per command, measured), and without needing that option on the
  * user's client.
@@ -25,7 +25,10 @@ function cork(client: RedisClient): void {
   if (!stream || corked.has(stream) || stream.writableCorked) return;
   corked.add(stream);
   stream.cork();
-  setImmediate(() => {
+  // process.nextTick runs once the current callback and every microtask queued from it are
+  // done: the commands issued by that whole cascade (handlers settling, their acks, the pop
+  // for the freed slots) are in by then, and nothing waits for another event-loop phase.
+  process.nextTick(() => {
     corked.delete(stream);
     stream.uncork();
   });

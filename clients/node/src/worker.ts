@@ -236,9 +236,8 @@ export class Worker extends EventEmitter {
     // so the first batch's acks and next pop leave (and the server works on them) while
     // this process handles the second batch.
     if (this.dispatchedThisTurn && jobs.length > 0 && !this.stopping) {
-      // Two hops: ioredis flushes its auto-pipeline with setImmediate, and the first
-      // batch's acks must leave before this batch's are queued.
-      setImmediate(() => setImmediate(() => this.dispatch(n, jobs, wasBlocking)));
+      // The first batch's acks and pop leave on process.nextTick (send.ts), before this.
+      setImmediate(() => this.dispatch(n, jobs, wasBlocking));
       return;
     }
     this.dispatch(n, jobs, wasBlocking);
