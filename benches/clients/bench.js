@@ -264,6 +264,8 @@ function report(rows, meta) {
       `${r.callsPerJob.toFixed(2)} | ${topText(r)} |`);
   }
   w();
+  const analysis = path.join(__dirname, "analysis.md");
+  if (fs.existsSync(analysis)) L.push(fs.readFileSync(analysis, "utf8"));
   return L.join("\n");
 }
 
