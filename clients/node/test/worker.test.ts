@@ -66,6 +66,17 @@ describe("Worker", () => {
     assert.equal(failures[0]![1].outcome, "retry");
   });
 
+  it("treats a result that cannot be JSON as a failure", async () => {
+    const q = new Queue(r, qname());
+    const key = (await q.enqueue(cfg("odd"))).key;
+    const failed: string[] = [];
+    const w = start(q, () => ({ big: 1n }), { nackDelayMs: 60_000 });
+    w.on("failed", (_job: Job, err: Error) => failed.push(err.message));
+    await waitFor(() => failed.length === 1);
+    assert.match(failed[0]!, /BigInt/);
+    assert.equal((await q.status(key))?.state, "delayed");
+  });
+
   it("keeps a long job alive with heartbeats", async () => {
     const q = new Queue(r, qname());
     const key = (await q.enqueue(cfg("long"))).key;

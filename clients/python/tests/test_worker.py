@@ -239,3 +239,22 @@ def test_blocking_connection_never_reissues_a_pop(server: Server, qname: str) ->
     st = Queue(base, qname).status(Queue(base, qname).enqueue(cfg("after")).key)
     assert st is not None and st.state == "queued"  # nobody took it
     assert blocker.connection_pool.connection_kwargs["socket_timeout"] > 5
+
+
+def test_unserializable_result_is_a_failure(
+    r: redis.Redis, qname: str, started: list[Running]
+) -> None:
+    q = Queue(r, qname)
+    key = q.enqueue(cfg("odd")).key
+    failed: list[str] = []
+    start(
+        started,
+        q,
+        lambda job: {"when": object()},
+        nack_delay_ms=60000,
+        on_failed=lambda job, exc, out: failed.append(str(exc)),
+    )
+    wait_for(lambda: bool(failed))
+    assert "not JSON-serializable" in failed[0]
+    st = q.status(key)
+    assert st is not None and st.state == "delayed"  # nacked, waiting for its retry
