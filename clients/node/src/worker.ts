@@ -82,13 +82,14 @@ export class Worker extends EventEmitter {
   private blockerId: number | undefined;
   private readonly running = new Map<string, Running>();
   private pending = 0; // acks, nacks and hand-backs in flight
-  private drained: (() => void) | undefined;
+  private settledAll: (() => void) | undefined;
   private readonly batch: number;
   private reserved = 0; // slots claimed by pops in flight
   private inFlight = 0; // non-blocking pops in flight
   private blocking = false; // a blocking pop in flight
   private pumpScheduled = false;
   private dispatchedThisTurn = false;
+  private drained = false; // a pop came back short: block instead of polling
   private pausedUntil = 0;
   private backoff = 100;
   private backoffTimer: NodeJS.Timeout | undefined;
@@ -185,8 +186,8 @@ export class Worker extends EventEmitter {
   private schedulePump(): void {
     if (this.pumpScheduled) return;
     this.pumpScheduled = true;
-    // After the handlers settling in this turn have freed their slots, before ioredis
-    // flushes their acks: the pop for the freed slots leaves in the same write.
+    // After the handlers settling in this turn have freed their slots, before the corked
+    // socket is flushed (send.ts): the pop for the freed slots leaves with their acks.
     queueMicrotask(() => {
       this.pumpScheduled = false;
       this.pump();
@@ -194,6 +195,11 @@ export class Worker extends EventEmitter {
   }
 
   private pump(): void {
+    if (this.drained) {
+      // The queue was found empty: one blocking pop, once the non-blocking ones are back.
+      if (!this.stopping && !this.blocking && this.inFlight === 0 && this.pausedUntil === 0) this.block();
+      return;
+    }
     while (!this.stopping && !this.blocking && this.pausedUntil === 0) {
       const avail = this.concurrency - this.running.size - this.reserved;
       if (avail <= 0 || this.inFlight >= 2 || (this.inFlight > 0 && avail < this.batch)) return;
@@ -256,9 +262,10 @@ export class Worker extends EventEmitter {
       this.dispatchedThisTurn = true;
       setImmediate(() => (this.dispatchedThisTurn = false));
     }
+    // Fewer jobs than asked: the queue is empty now. Stop polling it; block instead.
+    this.drained = wasBlocking ? false : this.drained || jobs.length < n;
     for (const job of jobs) this.start(job);
-    if (jobs.length === 0 && !wasBlocking && this.inFlight === 0) this.block();
-    else this.pump();
+    this.pump();
   }
 
   private fetchFailed(n: number, e: unknown, wasBlocking: boolean): void {
@@ -318,7 +325,7 @@ export class Worker extends EventEmitter {
   }
 
   private readonly untrack = (): void => {
-    if (--this.pending === 0) this.drained?.();
+    if (--this.pending === 0) this.settledAll?.();
   };
 
   private async settle(job: Job, value: unknown, error: unknown, failed: boolean): Promise<void> {
@@ -422,7 +429,7 @@ export class Worker extends EventEmitter {
       leftovers.map((r) => r.job).filter((j) => j.abandoned === undefined),
       "handed back at shutdown",
     );
-    if (this.pending > 0) await new Promise<void>((resolve) => (this.drained = resolve));
+    if (this.pending > 0) await new Promise<void>((resolve) => (this.settledAll = resolve));
     clearInterval(this.beatTimer);
     if (this.onSignal) {
       process.off("SIGTERM", this.onSignal);

@@ -166,6 +166,20 @@ describe("Worker", () => {
     assert.ok(Date.now() - t0 < 2000);
   });
 
+  it("blocks instead of polling an empty queue", async () => {
+    const own = await Server.start(); // a server of its own: count one idle worker's pops
+    const c = own.client();
+    const q = new Queue(c, qname());
+    const w = start(q, () => undefined, { concurrency: 8, blockMs: 5000 });
+    await sleep(1000);
+    const stats = (await c.info("commandstats")).split("\n").find((l) => l.startsWith("cmdstat_orca.pop:"));
+    const calls = Number(/calls=(\d+)/.exec(stats ?? "")?.[1] ?? 0);
+    assert.ok(calls >= 1 && calls <= 4, `ORCA.POP called ${calls} times in 1 s`);
+    await w.close();
+    c.disconnect();
+    own.stop();
+  });
+
   it("a blocked worker wakes on enqueue", async () => {
     const q = new Queue(r, qname());
     let got = 0;

@@ -258,3 +258,16 @@ def test_unserializable_result_is_a_failure(
     assert "not JSON-serializable" in failed[0]
     st = q.status(key)
     assert st is not None and st.state == "delayed"  # nacked, waiting for its retry
+
+
+def test_blocks_instead_of_polling_an_empty_queue(started: list[Running]) -> None:
+    own = Server()  # a server of its own: count one idle worker's pops
+    try:
+        r = own.client()
+        start(started, Queue(r, "idle"), lambda job: None, concurrency=8, block_ms=5000)
+        time.sleep(1.0)
+        calls = r.info("commandstats").get("cmdstat_orca.pop", {}).get("calls", 0)
+        assert 1 <= calls <= 4, f"ORCA.POP called {calls} times in 1 s"
+        started[-1].stop()
+    finally:
+        own.stop()
