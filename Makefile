@@ -6,7 +6,8 @@ MODULE := target/release/liborca.so
 APT_PACKAGES := redis-server libclang1-14 libclang-common-14-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build run test unit-test integration-test lint bench bench-core clean dashboard test-dashboard
+.PHONY: all deps build run test test-module lint bench bench-core clean \
+	dashboard test-dashboard test-python test-node python-deps node-deps bench-clients
 
 all: build
 
@@ -30,8 +31,14 @@ run: build
 	redis-server ./redis.conf.example --loadmodule $(CURDIR)/$(MODULE)
 
 # Every test: unit and property tests of the core, then integration tests
-# against real redis-server processes started on free ports.
-test: build test-dashboard
+# against real redis-server processes started on free ports; then the client
+# libraries (clients/python, clients/node) and the examples against real
+# servers, and the dashboard in a real headless browser.
+test: test-module test-python test-node test-dashboard
+
+# The module's own suites (cargo): unit and property tests of the core,
+# integration tests against real servers.
+test-module: build
 	cargo test --release
 
 # The dashboard (dashboard/README.md) next to `make run`'s server: reads
@@ -97,3 +104,51 @@ valgrind: build
 	  cargo test --release --test fuzz_live -- --nocapture || status=1; \
 	tests/valgrind-report.sh $(VALGRIND_DIR) || status=1; \
 	exit $$status
+
+# ---------------------------------------------------------------------------
+# Client libraries (clients/python: orca-queue on redis-py; clients/node:
+# orca-queue in TypeScript on ioredis) and the examples. Each target installs
+# what it needs when missing: python3-venv / nodejs+npm from apt, a venv under
+# clients/python/.venv, `npm ci` from the committed package-lock.json files.
+PY_VENV := clients/python/.venv
+NODE_MIN := 18
+
+python-deps: $(PY_VENV)/.installed
+$(PY_VENV)/.installed: clients/python/pyproject.toml
+	@command -v python3 >/dev/null && python3 -c 'import ensurepip, venv' 2>/dev/null || { \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  $(SUDO) apt-get install -y -qq --no-install-recommends python3 python3-venv; }
+	python3 -m venv $(PY_VENV)
+	$(PY_VENV)/bin/pip install -q --disable-pip-version-check -e 'clients/python[dev]'
+	touch $@
+
+# Lint (ruff, mypy --strict) and the pytest suite of the Python client and its
+# example (about a minute: includes the chaos test with worker processes).
+test-python: build python-deps
+	cd clients/python && .venv/bin/ruff check . ../../examples/python && .venv/bin/mypy
+	cd clients/python && .venv/bin/pytest -q tests ../../examples/python
+
+node-deps: clients/node/node_modules/.installed
+clients/node/node_modules/.installed: clients/node/package-lock.json
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  $(SUDO) apt-get install -y -qq --no-install-recommends nodejs npm; fi
+	@node -e 'process.exit(Number(process.versions.node.split(".")[0]) < $(NODE_MIN) ? 1 : 0)' || { \
+	  echo "node >= $(NODE_MIN) needed, found $$(node --version)"; exit 1; }
+	cd clients/node && npm ci --no-audit --no-fund
+	touch $@
+
+# Type-check and build (tsc --strict), lint (eslint, prettier), then node's
+# test runner on the client and on the producer example.
+test-node: build node-deps
+	cd clients/node && npx tsc -p tsconfig.json && npx eslint . && npx prettier --check .
+	cd clients/node && node --test build/test/queue.test.js build/test/worker.test.js build/test/chaos.test.js
+	cd examples/node && npm ci --no-audit --no-fund && npx tsc -p tsconfig.json
+	cd examples/node && node --test build/examples/node/producer.test.js
+
+# The full job cycle against BullMQ 5 (never part of `make test`): writes
+# benches/clients/results.md and results.json. About a minute.
+bench-clients: build node-deps
+	cd clients/node && npx tsc -p tsconfig.json
+	cd benches/clients && npm ci --no-audit --no-fund
+	node benches/clients/bench.js

@@ -1,0 +1,29 @@
+import type Redis from "ioredis";
+
+/**
+ * A connection of its own for blocking pops, to the same server as `client`.
+ *
+ * ioredis does not know that `ORCA.POP ... BLOCK` blocks: a `commandTimeout` (or
+ * `socketTimeout`) shorter than BLOCK makes the client give up while the server keeps the
+ * connection blocked, and the next job is then leased to a reader that is gone. So this
+ * connection has no command or socket timeout, does not pipeline, and never re-sends a
+ * command after a reconnect (`autoResendUnfulfilledCommands: false`): a pop lost with its
+ * connection must not be issued twice.
+ */
+export function blockingConnection(client: Redis, name = "orca-blocking"): Redis {
+  return client.duplicate({
+    connectionName: name,
+    enableAutoPipelining: false,
+    autoResendUnfulfilledCommands: false,
+    commandTimeout: undefined,
+    socketTimeout: undefined,
+    blockingTimeout: undefined,
+    maxRetriesPerRequest: 0,
+    lazyConnect: false,
+  });
+}
+
+/** A connection for a worker's non-blocking commands (pops, acks, heartbeats). */
+export function commandConnection(client: Redis, name = "orca-worker"): Redis {
+  return client.duplicate({ connectionName: name, enableAutoPipelining: false, lazyConnect: false });
+}

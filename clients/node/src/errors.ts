@@ -1,0 +1,74 @@
+/**
+ * Error classes for the server's error replies (docs/commands.md). `message` is the server's
+ * text without the `ERR` prefix; `reply` keeps the full reply text.
+ */
+export class OrcaError extends Error {
+  readonly reply: string;
+  constructor(message: string, reply?: string) {
+    super(message);
+    this.name = new.target.name;
+    this.reply = reply ?? message;
+  }
+}
+
+/** The lease is not held (expired and handed out again, or already acked/nacked). */
+export class LeaseLostError extends OrcaError {}
+/** The job was deleted while it ran: its lease is cancelled. */
+export class JobCancelledError extends LeaseLostError {}
+/** The queue holds orca.max-queue-length waiting jobs (or a key's 2^30 - 1). */
+export class QueueFullError extends OrcaError {}
+/** The job config was refused. */
+export class BadConfigError extends OrcaError {}
+/** No job under that orca key. */
+export class NoSuchJobError extends OrcaError {}
+/** Not allowed in the job's state (moving an immediate job, requeueing a queued key). */
+export class JobStateError extends OrcaError {}
+/** The key holds another Redis type. */
+export class WrongTypeError extends OrcaError {}
+/** ORCA.CHECK found a broken invariant. */
+export class InvariantError extends OrcaError {}
+/** An option or argument was refused. */
+export class InvalidArgumentError extends OrcaError {}
+
+const BY_PREFIX: ReadonlyArray<readonly [string, new (m: string, r?: string) => OrcaError]> = [
+  ["lease not held", LeaseLostError],
+  ["job was cancelled", JobCancelledError],
+  ["queue is full", QueueFullError],
+  ["import would exceed", QueueFullError],
+  ["no such job", NoSuchJobError],
+  ["immediate jobs cannot be moved", JobStateError],
+  ["job is already queued", JobStateError],
+  ["WRONGTYPE", WrongTypeError],
+  ["queue invariant broken", InvariantError],
+  ["config ", BadConfigError],
+  ["invalid config JSON", BadConfigError],
+  ["priority ", BadConfigError],
+  ["collation ", BadConfigError],
+  ["internal error in the orca module", OrcaError],
+];
+
+/** Replies that are not the module's own (left as ioredis raised them). */
+const FOREIGN = ["unknown command", "wrong number of arguments"];
+const FOREIGN_CODES = [
+  "OOM",
+  "READONLY",
+  "NOPERM",
+  "NOAUTH",
+  "LOADING",
+  "MOVED",
+  "ASK",
+  "BUSY",
+  "CLUSTERDOWN",
+];
+
+/** The Orca error for an ioredis ReplyError, or the error itself when it is not one. */
+export function mapError(err: unknown): unknown {
+  if (!(err instanceof Error) || err instanceof OrcaError || err.name !== "ReplyError") return err;
+  const reply = err.message;
+  const code = reply.split(" ", 1)[0] ?? "";
+  if (FOREIGN_CODES.includes(code)) return err;
+  const text = code === "ERR" ? reply.slice(4) : reply;
+  for (const [prefix, cls] of BY_PREFIX) if (text.startsWith(prefix)) return new cls(text, reply);
+  if (FOREIGN.some((p) => text.startsWith(p))) return err;
+  return new InvalidArgumentError(text, reply);
+}

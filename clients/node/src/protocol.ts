@@ -1,0 +1,137 @@
+/**
+ * The ORCA.* commands as data: the arguments and how to read the reply. Used by Queue and
+ * by the worker's strategy, so every command is spelled out once. No I/O here.
+ */
+import { Config, encodeConfig } from "./keys";
+import {
+  Job,
+  jobsFromReply,
+  NackOutcome,
+  nackFromReply,
+  popFromBuffers,
+  QueueSettings,
+  QueueStats,
+  settingsFromReply,
+  statsFromReply,
+  TickReport,
+  tickFromReply,
+} from "./types";
+
+export type Arg = string | number | Buffer;
+
+export interface Command<T> {
+  args: Arg[];
+  parse: (reply: unknown) => T;
+  /** Read bulk strings as Buffers (ORCA.RESULT). */
+  buffers?: boolean;
+}
+
+function opt(args: Arg[], name: string, value: Arg | undefined): Arg[] {
+  if (value !== undefined) args.push(name, value);
+  return args;
+}
+
+const job = (r: unknown) => Job.fromReply(r);
+
+export const enqueue = (q: string, config: Config, now?: number): Command<Job> => ({
+  args: opt(["ORCA.ENQUEUE", q, encodeConfig(config)], "NOW", now),
+  parse: job,
+});
+export const immediate = (q: string, config: Config, now?: number): Command<Job> => ({
+  args: opt(["ORCA.IMMEDIATE", q, encodeConfig(config)], "NOW", now),
+  parse: job,
+});
+export const reenqueue = (q: string, config: Config, createdAt: number): Command<Job> => ({
+  args: ["ORCA.REENQUEUE", q, encodeConfig(config), createdAt],
+  parse: job,
+});
+
+export type MoveTo = "RELEASE" | "DELAY";
+export function move(
+  q: string,
+  key: string,
+  where: MoveTo,
+  opts: { now?: number; bufferMs?: number } = {},
+): Command<Job> {
+  const to = where.toUpperCase();
+  if (to !== "RELEASE" && to !== "DELAY") throw new TypeError("move must be RELEASE or DELAY");
+  return { args: opt(opt(["ORCA.MOVE", q, key, to], "NOW", opts.now), "BUFFER", opts.bufferMs), parse: job };
+}
+export const del = (q: string, key: string): Command<boolean> => ({
+  args: ["ORCA.DELETE", q, key],
+  parse: (r) => Number(r) === 1,
+});
+export const status = (q: string, key: string): Command<Job | null> => ({
+  args: ["ORCA.STATUS", q, key],
+  parse: (r) => (r === null ? null : Job.fromReply(r)),
+});
+
+export type Filter = Record<string, string> | [string, string];
+export function listPage(q: string, offset: number, limit: number, filter?: Filter): Command<Job[]> {
+  const args: Arg[] = ["ORCA.LIST", q, "OFFSET", offset, "LIMIT", limit];
+  if (filter !== undefined) {
+    const pairs = Array.isArray(filter) ? [filter] : Object.entries(filter);
+    if (pairs.length !== 1) throw new TypeError("ORCA.LIST filters on exactly one metadata field");
+    const [field, value] = pairs[0] as [string, string];
+    args.push("FILTER", field, value);
+  }
+  return { args, parse: (r) => jobsFromReply(r) };
+}
+export const stats = (q: string): Command<QueueStats> => ({ args: ["ORCA.STATS", q], parse: statsFromReply });
+export const len = (q: string): Command<number> => ({ args: ["ORCA.LEN", q], parse: Number });
+export const check = (q: string): Command<void> => ({ args: ["ORCA.CHECK", q], parse: () => undefined });
+export const deadList = (q: string, offset: number, limit: number): Command<Job[]> => ({
+  args: ["ORCA.DEAD", q, "LIST", "OFFSET", offset, "LIMIT", limit],
+  parse: (r) => jobsFromReply(r),
+});
+export const deadRequeue = (q: string, key: string): Command<Job> => ({
+  args: ["ORCA.DEAD", q, "REQUEUE", key],
+  parse: job,
+});
+export const deadPurge = (q: string): Command<number> => ({ args: ["ORCA.DEAD", q, "PURGE"], parse: Number });
+export const result = (q: string, key: string): Command<Buffer | null> => ({
+  args: ["ORCA.RESULT", q, key],
+  parse: (r) => (r === null ? null : (r as Buffer)),
+  buffers: true,
+});
+export const settings = (q: string, order?: "lifo" | "fifo" | "LIFO" | "FIFO"): Command<QueueSettings> => ({
+  args: opt(["ORCA.SETTINGS", q], "ORDER", order?.toUpperCase()),
+  parse: settingsFromReply,
+});
+export const tick = (q: string): Command<TickReport> => ({ args: ["ORCA.TICK", q], parse: tickFromReply });
+
+export interface PopOptions {
+  leaseMs?: number;
+  blockMs?: number;
+}
+function popArgs(q: string, o: PopOptions, count?: number): Arg[] {
+  return opt(opt(opt(["ORCA.POP", q], "LEASE", o.leaseMs), "BLOCK", o.blockMs), "COUNT", count);
+}
+export const pop = (q: string, o: PopOptions = {}): Command<Job | null> => ({
+  args: popArgs(q, o),
+  parse: (r) => (r === null ? null : popFromBuffers(r, q)),
+  buffers: true,
+});
+export const popMany = (q: string, count: number, o: PopOptions = {}): Command<Job[]> => ({
+  args: popArgs(q, o, count),
+  parse: (r) => (r === null ? [] : (r as unknown[]).map((x) => popFromBuffers(x, q))),
+  buffers: true,
+});
+export const ack = (
+  q: string,
+  key: string,
+  lease: string,
+  res?: Buffer | string,
+  ttlMs?: number,
+): Command<void> => ({
+  args: opt(opt(["ORCA.ACK", q, key, lease], "RESULT", res), "TTL", ttlMs),
+  parse: () => undefined,
+});
+export const nack = (q: string, key: string, lease: string, delayMs?: number): Command<NackOutcome> => ({
+  args: opt(["ORCA.NACK", q, key, lease], "DELAY", delayMs),
+  parse: nackFromReply,
+});
+export const extend = (q: string, key: string, lease: string, ms: number): Command<number> => ({
+  args: ["ORCA.EXTEND", q, key, lease, ms],
+  parse: Number,
+});

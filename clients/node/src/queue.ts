@@ -1,0 +1,179 @@
+import { OrcaError } from "./errors";
+import { Config, encodeResult } from "./keys";
+import * as P from "./protocol";
+import { send, type RedisClient } from "./send";
+import { Job, NackOutcome, QueueSettings, QueueStats, TickReport } from "./types";
+
+export { send as run };
+
+/** A popped Job, or an orca key with its lease token. */
+export type Delivery = Job | { key: string; lease: string };
+
+function delivery(d: Delivery): [string, string] {
+  if (d.lease === undefined) throw new TypeError("job has no lease (it was not popped with a lease)");
+  return [d.key, d.lease];
+}
+
+/**
+ * An Orca queue (one Redis key of type `orcaqueue`) reached through an ioredis client.
+ * Orca keys are the 44-character strings of `orcaKey()`; a popped Job can be passed wherever
+ * a key and a lease are needed. With `enableAutoPipelining: true` on the client, concurrent
+ * calls (e.g. many `enqueue()` awaited together) share round trips.
+ */
+export class Queue {
+  constructor(
+    readonly client: RedisClient,
+    readonly name: string,
+  ) {}
+
+  private run<T>(cmd: P.Command<T>): Promise<T> {
+    return send(this.client, cmd);
+  }
+
+  /** ORCA.ENQUEUE: create-or-update in its collation (a PUT). The reply has no payload. */
+  enqueue(config: Config, opts: { now?: number } = {}): Promise<Job> {
+    return this.run(P.enqueue(this.name, config, opts.now));
+  }
+
+  /**
+   * ORCA.ENQUEUE of many configs in one round trip: each entry is the write reply or the
+   * OrcaError that config got (the others are enqueued all the same).
+   */
+  enqueueMany(configs: Config[]): Promise<(Job | OrcaError)[]> {
+    // Issued in one turn, so they leave in one write (see send.ts).
+    return Promise.all(
+      configs.map((c) =>
+        this.run(P.enqueue(this.name, c)).catch((e: unknown) => {
+          if (e instanceof OrcaError) return e;
+          throw e;
+        }),
+      ),
+    );
+  }
+
+  /** ORCA.IMMEDIATE: create-or-update as an immediate job (upgrading a waiting one). */
+  immediate(config: Config, opts: { now?: number } = {}): Promise<Job> {
+    return this.run(P.immediate(this.name, config, opts.now));
+  }
+
+  /** ORCA.REENQUEUE: hand a job back, immediate at its original arrival time. */
+  reenqueue(config: Config, createdAt: number): Promise<Job> {
+    return this.run(P.reenqueue(this.name, config, createdAt));
+  }
+
+  /** ORCA.MOVE RELEASE (to the very front) or DELAY (to the very back). */
+  move(key: string, where: P.MoveTo, opts: { now?: number; bufferMs?: number } = {}): Promise<Job> {
+    return this.run(P.move(this.name, key, where, opts));
+  }
+  release(key: string): Promise<Job> {
+    return this.move(key, "RELEASE");
+  }
+  delay(key: string, opts: { bufferMs?: number } = {}): Promise<Job> {
+    return this.move(key, "DELAY", opts);
+  }
+
+  /** ORCA.DELETE: remove the job in any state (a running lease is cancelled). */
+  delete(key: string): Promise<boolean> {
+    return this.run(P.del(this.name, key));
+  }
+
+  /** ORCA.STATUS: the job with its state (and position when queued), or null. */
+  status(key: string): Promise<Job | null> {
+    return this.run(P.status(this.name, key));
+  }
+
+  /** One page of ORCA.LIST (queued jobs in pop order). */
+  listPage(opts: { offset?: number; limit?: number; filter?: P.Filter } = {}): Promise<Job[]> {
+    return this.run(P.listPage(this.name, opts.offset ?? 0, opts.limit ?? 100, opts.filter));
+  }
+
+  /** Every queued job in pop order, fetched page by page (lazily). */
+  async *list(opts: { filter?: P.Filter; pageSize?: number; offset?: number } = {}): AsyncGenerator<Job> {
+    const size = opts.pageSize ?? 100;
+    let offset = opts.offset ?? 0;
+    for (;;) {
+      const page = await this.run(P.listPage(this.name, offset, size, opts.filter));
+      yield* page;
+      if (page.length < size) return;
+      offset += page.length;
+    }
+  }
+
+  /** ORCA.STATS: counts by state and wait-time statistics. */
+  stats(): Promise<QueueStats> {
+    return this.run(P.stats(this.name));
+  }
+  /** ORCA.LEN: queued jobs (O(1)). */
+  len(): Promise<number> {
+    return this.run(P.len(this.name));
+  }
+  /** ORCA.CHECK: rejects with InvariantError if an invariant is broken. */
+  check(): Promise<void> {
+    return this.run(P.check(this.name));
+  }
+  /** ORCA.SETTINGS: read them, or set the collation order. */
+  settings(order?: "lifo" | "fifo"): Promise<QueueSettings> {
+    return this.run(P.settings(this.name, order));
+  }
+  /** ORCA.TICK: apply the time-driven changes due now. */
+  tick(): Promise<TickReport> {
+    return this.run(P.tick(this.name));
+  }
+
+  /** ORCA.DEAD LIST: one page of dead letters, in the order they died. */
+  dead(opts: { offset?: number; limit?: number } = {}): Promise<Job[]> {
+    return this.run(P.deadList(this.name, opts.offset ?? 0, opts.limit ?? 100));
+  }
+  /** Every dead letter, page by page. */
+  async *iterDead(opts: { pageSize?: number } = {}): AsyncGenerator<Job> {
+    const size = opts.pageSize ?? 100;
+    for (let offset = 0; ;) {
+      const page = await this.dead({ offset, limit: size });
+      yield* page;
+      if (page.length < size) return;
+      offset += page.length;
+    }
+  }
+  /** ORCA.DEAD REQUEUE: a dead job back, immediate, with fresh attempts. */
+  requeueDead(key: string): Promise<Job> {
+    return this.run(P.deadRequeue(this.name, key));
+  }
+  /** ORCA.DEAD PURGE: forget every dead letter; resolves to how many. */
+  purgeDead(): Promise<number> {
+    return this.run(P.deadPurge(this.name));
+  }
+  /** ORCA.RESULT: the result kept by the job's last ACK, or null. */
+  result(key: string): Promise<Buffer | null> {
+    return this.run(P.result(this.name, key));
+  }
+
+  /**
+   * ORCA.POP (without BLOCK: a blocking pop belongs on a connection of its own whose
+   * timeouts stay above BLOCK; Worker does that, or use `blockingConnection()`).
+   */
+  pop(opts: { leaseMs?: number } = {}): Promise<Job | null> {
+    return this.run(P.pop(this.name, { leaseMs: opts.leaseMs }));
+  }
+  /** ORCA.POP ... COUNT n: up to `count` jobs. */
+  popMany(count: number, opts: { leaseMs?: number } = {}): Promise<Job[]> {
+    return this.run(P.popMany(this.name, count, { leaseMs: opts.leaseMs }));
+  }
+  /**
+   * ORCA.ACK: the delivery succeeded; `result` (Buffers as they are, anything else as JSON)
+   * is kept for `ttlMs`. Rejects with LeaseLostError (JobCancelledError) if not held.
+   */
+  ack(d: Delivery, opts: { result?: unknown; ttlMs?: number } = {}): Promise<void> {
+    const [key, lease] = delivery(d);
+    return this.run(P.ack(this.name, key, lease, encodeResult(opts.result), opts.ttlMs));
+  }
+  /** ORCA.NACK: the delivery failed; resolves to retry / dead / superseded. */
+  nack(d: Delivery, opts: { delayMs?: number } = {}): Promise<NackOutcome> {
+    const [key, lease] = delivery(d);
+    return this.run(P.nack(this.name, key, lease, opts.delayMs));
+  }
+  /** ORCA.EXTEND: the lease now ends `ms` from now; resolves to the new deadline. */
+  extend(d: Delivery, ms: number): Promise<number> {
+    const [key, lease] = delivery(d);
+    return this.run(P.extend(this.name, key, lease, ms));
+  }
+}

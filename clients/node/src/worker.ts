@@ -1,0 +1,485 @@
+/**
+ * The worker runtime: `new Worker(queue, handler, { concurrency, leaseMs })` takes jobs, runs
+ * `handler(job)` for up to `concurrency` at once, acks each with its resolved value as the
+ * result, nacks on a rejection, keeps leases alive with heartbeats, and on `close()` or
+ * SIGTERM/SIGINT stops taking jobs, lets running ones finish within `graceMs` and hands the
+ * rest back. Events: `completed` (job, result), `failed` (job, error, outcome), `lost` (job,
+ * reason), `error` (error; only emitted when someone listens), `closed`.
+ */
+import { EventEmitter } from "node:events";
+import type Redis from "ioredis";
+
+import { blockingConnection, commandConnection } from "./connection";
+import { LeaseLostError, JobCancelledError, mapError } from "./errors";
+import { encodeResult } from "./keys";
+import type * as P from "./protocol";
+import { Queue, run } from "./queue";
+import { FetchStrategy } from "./strategy";
+import type { Job, NackOutcome } from "./types";
+
+export type Handler = (job: Job) => unknown;
+
+export interface Logger {
+  debug(message: string, ...args: unknown[]): void;
+  info(message: string, ...args: unknown[]): void;
+  warn(message: string, ...args: unknown[]): void;
+  error(message: string, ...args: unknown[]): void;
+}
+
+/** Warnings and errors to the console; debug and info dropped. */
+export const defaultLogger: Logger = {
+  debug: () => {},
+  info: () => {},
+  warn: (m, ...a) => console.warn(`[orca-queue] ${m}`, ...a),
+  error: (m, ...a) => console.error(`[orca-queue] ${m}`, ...a),
+};
+
+export interface WorkerOptions {
+  /** Jobs handled at once (default 1). */
+  concurrency?: number;
+  /** Lease of each delivery (default 300000 ms); heartbeats extend it. */
+  leaseMs?: number;
+  /** How long one blocking pop waits (default 5000 ms). */
+  blockMs?: number;
+  /** At close, how long running handlers may take before their jobs are handed back (default 30000 ms). */
+  graceMs?: number;
+  /** Heartbeat period (default a third of the lease). */
+  heartbeatMs?: number;
+  /** With several queues, the BLOCK of each rotating blocking pop (default 500 ms). */
+  pollMs?: number;
+  /** TTL of ACK results (default: the server's orca.result-ttl). */
+  resultTtlMs?: number;
+  /** NACK delay (default: the server's exponential backoff). */
+  nackDelayMs?: number;
+  /** Close on SIGTERM/SIGINT (a second signal skips the grace). Default true. */
+  handleSignals?: boolean;
+  /** Start at once (default true); otherwise call `run()`. */
+  autorun?: boolean;
+  logger?: Logger;
+}
+
+interface Running {
+  job: Job;
+  lastBeat: number;
+  finished: boolean;
+}
+
+// Lease tokens are unique within a queue.
+const token = (job: Job) => `${job.queue}\u0000${job.lease}`;
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
+
+export class Worker extends EventEmitter {
+  readonly queues: Queue[];
+  readonly strategy: FetchStrategy;
+  readonly concurrency: number;
+  readonly leaseMs: number;
+  readonly graceMs: number;
+  readonly heartbeatMs: number;
+  readonly counts = { completed: 0, failed: 0, lost: 0, handedBack: 0 };
+  private readonly log: Logger;
+  private readonly conn: Redis;
+  private readonly blocker: Redis;
+  private blockerId: number | undefined;
+  private readonly running = new Map<string, Running>();
+  private pending = 0; // acks, nacks and hand-backs in flight
+  private settledAll: (() => void) | undefined;
+  private readonly batch: number;
+  private reserved = 0; // slots claimed by pops in flight
+  private inFlight = 0; // non-blocking pops in flight
+  private blocking = false; // a blocking pop in flight
+  private pumpScheduled = false;
+  private dispatchedThisTurn = false;
+  private drained = false; // a pop came back short: block instead of polling
+  private pausedUntil = 0;
+  private backoff = 100;
+  private backoffTimer: NodeJS.Timeout | undefined;
+  private wakeClose: (() => void) | undefined;
+  private started = false;
+  private stopping = false;
+  private hurry: (() => void) | undefined;
+  private hurried = false;
+  private closing: Promise<void> | undefined;
+  private beatTimer: NodeJS.Timeout | undefined;
+  private readonly onSignal: (() => void) | undefined;
+
+  constructor(
+    queueOrQueues: Queue | Queue[],
+    readonly handler: Handler,
+    opts: WorkerOptions = {},
+  ) {
+    super();
+    this.queues = Array.isArray(queueOrQueues) ? queueOrQueues : [queueOrQueues];
+    const first = this.queues[0];
+    if (!first) throw new RangeError("a worker needs at least one queue");
+    if (this.queues.some((q) => q.client !== first.client)) {
+      throw new RangeError("every queue of a worker must use the same Redis client");
+    }
+    if (new Set(this.queues.map((q) => q.name)).size !== this.queues.length)
+      throw new RangeError("a queue is named twice");
+    if (!("duplicate" in first.client) || "nodes" in first.client)
+      throw new TypeError("a Worker needs an ioredis Redis client (not a Cluster)");
+    this.concurrency = opts.concurrency ?? 1;
+    this.leaseMs = opts.leaseMs ?? 300_000;
+    this.graceMs = opts.graceMs ?? 30_000;
+    this.heartbeatMs = opts.heartbeatMs ?? Math.floor(this.leaseMs / 3);
+    this.batch = Math.ceil(this.concurrency / 2);
+    if (!Number.isInteger(this.concurrency) || this.concurrency < 1)
+      throw new RangeError("concurrency must be an integer >= 1");
+    if (this.leaseMs < 1000)
+      throw new RangeError("leaseMs must be >= 1000 (heartbeats run at about a third of it)");
+    if (!(this.heartbeatMs > 0 && this.heartbeatMs < this.leaseMs))
+      throw new RangeError("heartbeatMs must be between 0 and leaseMs");
+    this.strategy = new FetchStrategy(
+      this.queues.map((q) => q.name),
+      {
+        leaseMs: this.leaseMs,
+        blockMs: opts.blockMs ?? 5000,
+        pollMs: opts.pollMs ?? 500,
+        resultTtlMs: opts.resultTtlMs,
+        nackDelayMs: opts.nackDelayMs,
+      },
+    );
+    this.log = opts.logger ?? defaultLogger;
+    const client = first.client as Redis;
+    this.conn = commandConnection(client);
+    this.blocker = blockingConnection(client);
+    this.conn.on("error", (e: Error) => this.log.warn(`worker connection: ${e.message}`));
+    this.blocker.on("error", (e: Error) => this.log.warn(`worker blocking connection: ${e.message}`));
+    if (opts.handleSignals ?? true) {
+      this.onSignal = () => {
+        if (this.closing) {
+          this.hurried = true;
+          this.hurry?.();
+        } else void this.close();
+      };
+      process.on("SIGTERM", this.onSignal);
+      process.on("SIGINT", this.onSignal);
+    }
+    if (opts.autorun ?? true) this.run();
+  }
+
+  /** Starts taking jobs (once; the constructor does it unless `autorun: false`). */
+  run(): void {
+    if (this.started) return;
+    if (this.closing) throw new Error("worker is closed");
+    this.started = true;
+    const tick = Math.max(50, Math.min(this.heartbeatMs / 4, 1000));
+    this.beatTimer = setInterval(() => this.beat(), tick);
+    this.beatTimer.unref();
+    this.pump();
+    this.log.info(
+      `worker started: queues ${this.strategy.queues.join(", ")}, concurrency ${this.concurrency}`,
+    );
+  }
+
+  /** Jobs being handled now. */
+  get active(): number {
+    return this.running.size;
+  }
+
+  // -- fetching ---------------------------------------------------------------------------
+  // Event-driven: `pump()` runs at start and whenever slots free up. It keeps up to two
+  // non-blocking pops in flight, each for at most half the slots, so one batch of jobs is
+  // handled while the pop for the next is on the wire (never more jobs leased than
+  // `concurrency`). A pop that finds nothing switches to one blocking pop on the blocking
+  // connection; nothing else is fetched until it returns.
+  private schedulePump(): void {
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    // After the handlers settling in this turn have freed their slots, before the corked
+    // socket is flushed (send.ts): the pop for the freed slots leaves with their acks.
+    queueMicrotask(() => {
+      this.pumpScheduled = false;
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    if (this.drained) {
+      // The queue was found empty: one blocking pop, once the non-blocking ones are back.
+      if (!this.stopping && !this.blocking && this.inFlight === 0 && this.pausedUntil === 0) this.block();
+      return;
+    }
+    while (!this.stopping && !this.blocking && this.pausedUntil === 0) {
+      const avail = this.concurrency - this.running.size - this.reserved;
+      if (avail <= 0 || this.inFlight >= 2 || (this.inFlight > 0 && avail < this.batch)) return;
+      const n = Math.min(avail, this.batch);
+      this.reserved += n;
+      this.inFlight++;
+      this.quick(n).then(
+        (jobs) => this.received(n, jobs, false),
+        (e: unknown) => this.fetchFailed(n, e, false),
+      );
+    }
+  }
+
+  private async quick(n: number): Promise<Job[]> {
+    const jobs: Job[] = [];
+    for (const name of this.strategy.queues) {
+      jobs.push(...(await run(this.conn, this.strategy.quick(name, n - jobs.length))));
+      if (jobs.length >= n) break;
+    }
+    return jobs;
+  }
+
+  private block(): void {
+    const avail = this.concurrency - this.running.size - this.reserved;
+    if (avail <= 0 || this.stopping) return;
+    this.blocking = true;
+    this.reserved += avail;
+    const pop = async () => {
+      if (this.blockerId === undefined) this.blockerId = Number(await this.blocker.call("CLIENT", "ID"));
+      return run(this.blocker, this.strategy.blocking(avail));
+    };
+    pop().then(
+      (jobs) => this.received(avail, jobs, true),
+      (e: unknown) => this.fetchFailed(avail, e, true),
+    );
+  }
+
+  private received(n: number, jobs: Job[], wasBlocking: boolean): void {
+    // Replies of both pops often arrive in one read: handle the second one in a later turn,
+    // so the first batch's acks and next pop leave (and the server works on them) while
+    // this process handles the second batch.
+    if (this.dispatchedThisTurn && jobs.length > 0 && !this.stopping) {
+      // The first batch's acks and pop leave on process.nextTick (send.ts), before this.
+      setImmediate(() => this.dispatch(n, jobs, wasBlocking));
+      return;
+    }
+    this.dispatch(n, jobs, wasBlocking);
+  }
+
+  private dispatch(n: number, jobs: Job[], wasBlocking: boolean): void {
+    this.reserved -= n;
+    if (wasBlocking) this.blocking = false;
+    else this.inFlight--;
+    this.backoff = 100;
+    if (this.stopping) {
+      this.track(this.handBack(jobs, "popped while stopping, handed back"));
+      return;
+    }
+    if (jobs.length > 0 && !this.dispatchedThisTurn) {
+      this.dispatchedThisTurn = true;
+      setImmediate(() => (this.dispatchedThisTurn = false));
+    }
+    // Fewer jobs than asked: the queue is empty now. Stop polling it; block instead.
+    this.drained = wasBlocking ? false : this.drained || jobs.length < n;
+    for (const job of jobs) this.start(job);
+    this.pump();
+  }
+
+  private fetchFailed(n: number, e: unknown, wasBlocking: boolean): void {
+    this.reserved -= n;
+    if (wasBlocking) {
+      this.blocking = false;
+      this.blockerId = undefined;
+    } else this.inFlight--;
+    if (this.stopping) return;
+    this.log.warn(`fetching jobs failed (${String(e)}); retrying in ${this.backoff} ms`);
+    this.emitError(e);
+    this.pausedUntil = Date.now() + this.backoff;
+    this.backoffTimer = setTimeout(() => {
+      this.pausedUntil = 0;
+      this.pump();
+    }, this.backoff);
+    this.backoff = Math.min(this.backoff * 2, 5000);
+  }
+
+  // -- handling ---------------------------------------------------------------------------
+  private start(job: Job): void {
+    const r: Running = { job, lastBeat: Date.now(), finished: false };
+    this.running.set(token(job), r);
+    let p: Promise<unknown>;
+    try {
+      p = Promise.resolve(this.handler(job));
+    } catch (e) {
+      p = Promise.reject(e);
+    }
+    p.then(
+      (value) => this.finish(r, value, undefined, false),
+      (error: unknown) => this.finish(r, undefined, error, true),
+    );
+  }
+
+  private finish(r: Running, value: unknown, error: unknown, failed: boolean): void {
+    const { job } = r;
+    if (r.finished) {
+      this.log.info(`job ${job.key}: result dropped (${job.abandoned})`);
+      return;
+    }
+    r.finished = true;
+    this.running.delete(token(job));
+    this.wakeClose?.();
+    this.schedulePump();
+    if (job.abandoned !== undefined) {
+      this.log.info(`job ${job.key}: result dropped (${job.abandoned})`);
+      return;
+    }
+    this.track(this.settle(job, value, error, failed));
+  }
+
+  /** Counts `f` until it settles, so close() waits for it. */
+  private track(f: Promise<void>): void {
+    this.pending++;
+    f.then(this.untrack, this.untrack);
+  }
+
+  private readonly untrack = (): void => {
+    if (--this.pending === 0) this.settledAll?.();
+  };
+
+  private async settle(job: Job, value: unknown, error: unknown, failed: boolean): Promise<void> {
+    let result: Buffer | string | undefined;
+    if (!failed) {
+      try {
+        result = encodeResult(value);
+      } catch (e) {
+        [failed, error] = [true, e];
+      }
+    }
+    try {
+      if (!failed) {
+        await run(this.conn, this.strategy.ack(job, result));
+        this.counts.completed++;
+        this.emitSafe("completed", job, value);
+      } else {
+        const outcome: NackOutcome = await run(this.conn, this.strategy.nack(job));
+        this.counts.failed++;
+        const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+        this.log.warn(`job ${job.key} failed (attempt ${job.attempt}; ${outcome.outcome}): ${text}`);
+        this.emitSafe("failed", job, error, outcome);
+      }
+    } catch (e) {
+      if (e instanceof LeaseLostError) this.lost(job, e);
+      else {
+        this.log.error(
+          `job ${job.key}: could not ${failed ? "nack" : "ack"} (${String(e)}); its lease will expire and it comes back`,
+        );
+        this.emitError(e);
+      }
+    }
+  }
+
+  private lost(job: Job, e: LeaseLostError | string): void {
+    const reason =
+      typeof e === "string" ? e : e instanceof JobCancelledError ? "job was cancelled" : "lease lost";
+    if (!job.abandon(reason)) return;
+    if (typeof e !== "string") this.counts.lost++;
+    this.log.warn(
+      `job ${job.key} (queue ${job.queue}, lease ${job.lease}): ${reason}; its result will be dropped`,
+    );
+    this.emitSafe("lost", job, reason);
+  }
+
+  // -- heartbeats -------------------------------------------------------------------------
+  private beat(): void {
+    const now = Date.now();
+    for (const r of this.running.values()) {
+      if (r.finished || r.job.abandoned !== undefined || now - r.lastBeat < this.heartbeatMs) continue;
+      r.lastBeat = now; // one heartbeat in flight per job
+      run(this.conn, this.strategy.extend(r.job)).then(
+        () => undefined,
+        (e: unknown) => {
+          if (e instanceof LeaseLostError) this.lost(r.job, e);
+          else {
+            r.lastBeat = 0; // try again at the next tick
+            this.log.warn(`heartbeat of job ${r.job.key}: ${String(e)}`);
+          }
+        },
+      );
+    }
+  }
+
+  // -- shutdown ---------------------------------------------------------------------------
+  /**
+   * Stops taking jobs, waits up to `graceMs` (or `opts.graceMs`) for running handlers, hands
+   * back the rest, waits for pending acks and closes the worker's connections.
+   */
+  close(opts: { graceMs?: number } = {}): Promise<void> {
+    this.closing ??= this.shutdown(opts.graceMs ?? this.graceMs);
+    return this.closing;
+  }
+
+  private async shutdown(graceMs: number): Promise<void> {
+    this.stopping = true;
+    clearTimeout(this.backoffTimer);
+    this.log.info(`worker stopping: no new jobs; ${this.running.size} running`);
+    // Pops in flight come back (a blocking one woken by CLIENT UNBLOCK); what they bring
+    // is handed back by received().
+    while (this.blocking || this.inFlight > 0) {
+      if (this.blocking) await this.unblock();
+      await sleep(20);
+    }
+    const deadline = Date.now() + graceMs;
+    while (this.running.size > 0 && !this.hurried && Date.now() < deadline) {
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, deadline - Date.now());
+        this.wakeClose = this.hurry = () => {
+          clearTimeout(t);
+          resolve();
+        };
+      });
+    }
+    this.wakeClose = undefined;
+    const leftovers = [...this.running.values()].filter((r) => !r.finished);
+    for (const r of leftovers) r.finished = true;
+    this.running.clear();
+    // A delivery whose lease is already lost is not ours to hand back.
+    await this.handBack(
+      leftovers.map((r) => r.job).filter((j) => j.abandoned === undefined),
+      "handed back at shutdown",
+    );
+    if (this.pending > 0) await new Promise<void>((resolve) => (this.settledAll = resolve));
+    clearInterval(this.beatTimer);
+    if (this.onSignal) {
+      process.off("SIGTERM", this.onSignal);
+      process.off("SIGINT", this.onSignal);
+    }
+    this.blocker.disconnect();
+    await this.conn.quit().catch(() => this.conn.disconnect());
+    this.log.info(`worker stopped: ${JSON.stringify(this.counts)}`);
+    this.emitSafe("closed");
+  }
+
+  private async unblock(): Promise<void> {
+    if (this.blockerId === undefined) return;
+    try {
+      await this.conn.call("CLIENT", "UNBLOCK", this.blockerId);
+    } catch (e) {
+      this.log.debug(`CLIENT UNBLOCK failed: ${String(e)}`);
+    }
+  }
+
+  private async handBack(jobs: Job[], reason: string): Promise<void> {
+    if (jobs.length === 0) return;
+    for (const job of jobs) this.lost(job, reason);
+    this.counts.handedBack += jobs.length;
+    const cmds: P.Command<unknown>[] = jobs.flatMap((j) => this.strategy.handBack(j));
+    const pipe = this.conn.pipeline();
+    for (const c of cmds) pipe.call(...(c.args as [string, ...P.Arg[]]));
+    try {
+      const replies = (await pipe.exec()) ?? [];
+      replies.forEach(([err], i) => {
+        if (err)
+          this.log.warn(`${String(cmds[i]!.args[0])} ${String(cmds[i]!.args[1])}: ${String(mapError(err))}`);
+      });
+    } catch (e) {
+      this.log.error(
+        `could not hand back ${jobs.length} jobs (${String(e)}): their leases will expire and they come back`,
+      );
+    }
+  }
+
+  // -- events -----------------------------------------------------------------------------
+  private emitSafe(event: string, ...args: unknown[]): void {
+    try {
+      this.emit(event, ...args);
+    } catch (e) {
+      this.log.error(`'${event}' listener threw: ${String(e)}`);
+    }
+  }
+
+  private emitError(e: unknown): void {
+    if (this.listenerCount("error") > 0) this.emitSafe("error", e);
+  }
+}

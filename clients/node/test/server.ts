@@ -1,0 +1,113 @@
+/**
+ * Real redis-server processes with the built Orca module, on free ports, for the tests.
+ * The module is $ORCA_MODULE or <repo>/target/release/liborca.so; the server $REDIS_SERVER
+ * or redis-server. Each server has its own temp dir and is killed by its pid.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import Redis, { type RedisOptions } from "ioredis";
+
+// The repository root: the nearest directory above this file with a Cargo.toml.
+function repoRoot(): string {
+  for (let dir = __dirname; ; dir = dirname(dir)) {
+    if (existsSync(join(dir, "Cargo.toml"))) return dir;
+    if (dirname(dir) === dir) return resolve(__dirname, "../../../..");
+  }
+}
+const REPO = repoRoot();
+export const MODULE = process.env.ORCA_MODULE ?? join(REPO, "target/release/liborca.so");
+const REDIS_SERVER = process.env.REDIS_SERVER ?? "redis-server";
+
+export function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once("error", rej);
+    s.listen(0, "127.0.0.1", () => {
+      const addr = s.address();
+      s.close(() => (typeof addr === "object" && addr ? res(addr.port) : rej(new Error("no port"))));
+    });
+  });
+}
+
+export class Server {
+  private constructor(
+    readonly port: number,
+    readonly dir: string,
+    private readonly proc: ChildProcess,
+  ) {}
+
+  static async start(...moduleArgs: string[]): Promise<Server> {
+    if (!existsSync(MODULE))
+      throw new Error(`orca module not found at ${MODULE}: run cargo build --release or set ORCA_MODULE`);
+    const port = await freePort();
+    const dir = mkdtempSync(join(tmpdir(), "orca-node-"));
+    const proc = spawn(
+      REDIS_SERVER,
+      [
+        "--port",
+        String(port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        dir,
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--logfile",
+        join(dir, "server.log"),
+        "--loadmodule",
+        MODULE,
+        ...moduleArgs,
+      ],
+      { stdio: "ignore" },
+    );
+    const server = new Server(port, dir, proc);
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const c = server.client({ retryStrategy: () => null, lazyConnect: true });
+      c.on("error", () => {});
+      try {
+        await c.connect();
+        await c.ping();
+        c.disconnect();
+        return server;
+      } catch {
+        c.disconnect();
+        if (proc.exitCode !== null || Date.now() > deadline) {
+          server.stop();
+          throw new Error("redis-server did not start");
+        }
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+  }
+
+  client(opts: RedisOptions = {}): Redis {
+    return new Redis({ host: "127.0.0.1", port: this.port, ...opts });
+  }
+
+  stop(): void {
+    if (this.proc.exitCode === null) this.proc.kill("SIGKILL");
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+let n = 0;
+export const qname = () => `q-${process.pid}-${Date.now().toString(36)}-${n++}`;
+export const cfg = (key: string, extra: Record<string, unknown> = {}) => ({
+  key,
+  response_url: `http://cb/${key}`,
+  ...extra,
+});
+
+export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error("condition not reached in time");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

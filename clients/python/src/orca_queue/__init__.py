@@ -1,0 +1,54 @@
+"""Python client and worker runtime for the Orca Redis queue module.
+
+    import redis
+    from orca_queue import Queue, Worker
+
+    q = Queue(redis.Redis(), "grading")
+    q.enqueue({"key": "sub-41", "response_url": "http://web/cb", "priority": 60000})
+    Worker(q, lambda job: {"score": 97}, concurrency=4).run()
+
+The asyncio API is :mod:`orca_queue.aio` (same names).
+"""
+
+from .connection import blocking_client
+from .errors import (
+    BadConfigError,
+    InvalidArgumentError,
+    InvariantError,
+    JobCancelledError,
+    JobStateError,
+    LeaseLostError,
+    NoSuchJobError,
+    OrcaError,
+    QueueFullError,
+    WrongTypeError,
+)
+from .keys import config_orca_key, orca_key
+from .queue import Queue
+from .types import Job, LeaseInfo, NackOutcome, QueueSettings, QueueStats, TickReport, WaitStats
+from .worker import Worker
+
+__all__ = [
+    "BadConfigError",
+    "InvalidArgumentError",
+    "InvariantError",
+    "Job",
+    "JobCancelledError",
+    "JobStateError",
+    "LeaseInfo",
+    "LeaseLostError",
+    "NackOutcome",
+    "NoSuchJobError",
+    "OrcaError",
+    "Queue",
+    "QueueFullError",
+    "QueueSettings",
+    "QueueStats",
+    "TickReport",
+    "WaitStats",
+    "Worker",
+    "WrongTypeError",
+    "blocking_client",
+    "config_orca_key",
+    "orca_key",
+]

@@ -1,0 +1,8 @@
+"""The asyncio API: ``Queue`` and ``Worker`` on ``redis.asyncio`` (same names and methods
+as the sync API, awaitable)."""
+
+from ..connection import async_blocking_client as blocking_client
+from .queue import Queue
+from .worker import Worker
+
+__all__ = ["Queue", "Worker", "blocking_client"]

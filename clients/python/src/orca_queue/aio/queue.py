@@ -1,0 +1,164 @@
+"""The asyncio ``Queue``: the same methods as :class:`orca_queue.Queue`, awaitable, on a
+``redis.asyncio.Redis`` client."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, TypeVar
+
+import redis.asyncio
+from redis.exceptions import ResponseError
+
+from .. import protocol as P
+from ..connection import check_block_timeout
+from ..errors import OrcaError, map_error
+from ..keys import Config
+from ..protocol import execute
+from ..queue import Filter
+from ..types import Job, NackOutcome, QueueSettings, QueueStats, TickReport
+
+T = TypeVar("T")
+
+
+class Queue:
+    """An Orca queue reached through a ``redis.asyncio.Redis`` client (RESP2 or RESP3)."""
+
+    def __init__(self, client: redis.asyncio.Redis, name: str) -> None:
+        self.client = client
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"aio.Queue({self.name!r})"
+
+    async def _run(self, cmd: P.Command[T]) -> T:
+        try:
+            reply = await execute(self.client, cmd.args)
+        except ResponseError as e:
+            raise map_error(e) from None
+        return cmd.parse(reply)
+
+    async def enqueue(self, config: Config, *, now: int | None = None) -> Job:
+        """ORCA.ENQUEUE (see :meth:`orca_queue.Queue.enqueue`)."""
+        return await self._run(P.enqueue(self.name, config, now))
+
+    async def enqueue_many(self, configs: Iterable[Config]) -> builtins.list[Job | OrcaError]:
+        """ORCA.ENQUEUE of many configs in one pipeline; each entry the reply or its error."""
+        cmds = [P.enqueue(self.name, c) for c in configs]
+        async with self.client.pipeline(transaction=False) as pipe:
+            for c in cmds:
+                execute(pipe, c.args)
+            replies = await pipe.execute(raise_on_error=False)
+        return P.parse_pipeline(cmds, replies)
+
+    async def immediate(self, config: Config, *, now: int | None = None) -> Job:
+        return await self._run(P.immediate(self.name, config, now))
+
+    async def reenqueue(self, config: Config, created_at: int) -> Job:
+        return await self._run(P.reenqueue(self.name, config, created_at))
+
+    async def move(
+        self, key: str, where: str, *, now: int | None = None, buffer_ms: int | None = None
+    ) -> Job:
+        return await self._run(P.move(self.name, key, where, now, buffer_ms))
+
+    async def release(self, key: str) -> Job:
+        return await self.move(key, "RELEASE")
+
+    async def delay(self, key: str, *, buffer_ms: int | None = None) -> Job:
+        return await self.move(key, "DELAY", buffer_ms=buffer_ms)
+
+    async def delete(self, key: str) -> bool:
+        return await self._run(P.delete(self.name, key))
+
+    async def status(self, key: str) -> Job | None:
+        return await self._run(P.status(self.name, key))
+
+    async def list_page(
+        self, offset: int = 0, limit: int = 100, filter: Filter = None
+    ) -> builtins.list[Job]:
+        return await self._run(P.list_page(self.name, offset, limit, P.filter_pair(filter)))
+
+    async def list(
+        self, filter: Filter = None, *, page_size: int = 100, offset: int = 0
+    ) -> AsyncIterator[Job]:
+        """Every queued job in pop order, page by page (``async for``)."""
+        pair = P.filter_pair(filter)
+        while True:
+            page = await self._run(P.list_page(self.name, offset, page_size, pair))
+            for job in page:
+                yield job
+            if len(page) < page_size:
+                return
+            offset += len(page)
+
+    async def stats(self) -> QueueStats:
+        return await self._run(P.stats(self.name))
+
+    async def len(self) -> int:
+        return await self._run(P.length(self.name))
+
+    async def check(self) -> None:
+        await self._run(P.check(self.name))
+
+    async def settings(self, order: str | None = None) -> QueueSettings:
+        return await self._run(P.settings(self.name, order))
+
+    async def tick(self) -> TickReport:
+        return await self._run(P.tick(self.name))
+
+    async def dead(self, offset: int = 0, limit: int = 100) -> builtins.list[Job]:
+        return await self._run(P.dead_list(self.name, offset, limit))
+
+    async def iter_dead(self, *, page_size: int = 100) -> AsyncIterator[Job]:
+        offset = 0
+        while True:
+            page = await self.dead(offset, page_size)
+            for job in page:
+                yield job
+            if len(page) < page_size:
+                return
+            offset += len(page)
+
+    async def requeue_dead(self, key: str) -> Job:
+        return await self._run(P.dead_requeue(self.name, key))
+
+    async def purge_dead(self) -> int:
+        return await self._run(P.dead_purge(self.name))
+
+    async def result(self, key: str) -> bytes | None:
+        return await self._run(P.result(self.name, key))
+
+    async def pop(self, *, lease_ms: int | None = None, block_ms: int | None = None) -> Job | None:
+        """ORCA.POP; with ``block_ms`` the client's socket timeout must be above it."""
+        if block_ms is not None:
+            check_block_timeout(self.client.connection_pool.connection_kwargs, block_ms)
+        return await self._run(P.pop(self.name, lease_ms, block_ms))
+
+    async def pop_many(
+        self, count: int, *, lease_ms: int | None = None, block_ms: int | None = None
+    ) -> builtins.list[Job]:
+        if block_ms is not None:
+            check_block_timeout(self.client.connection_pool.connection_kwargs, block_ms)
+        return await self._run(P.pop_many(self.name, count, lease_ms, block_ms))
+
+    async def ack(
+        self,
+        job: Job | str,
+        lease: str | None = None,
+        *,
+        result: Any = None,
+        ttl_ms: int | None = None,
+    ) -> None:
+        key, token = P.job_and_lease(job, lease)
+        await self._run(P.ack(self.name, key, token, P.encode_result(result), ttl_ms))
+
+    async def nack(
+        self, job: Job | str, lease: str | None = None, *, delay_ms: int | None = None
+    ) -> NackOutcome:
+        key, token = P.job_and_lease(job, lease)
+        return await self._run(P.nack(self.name, key, token, delay_ms))
+
+    async def extend(self, job: Job | str, lease: str | None = None, *, ms: int) -> int:
+        key, token = P.job_and_lease(job, lease)
+        return await self._run(P.extend(self.name, key, token, ms))

@@ -1,0 +1,290 @@
+"""The asyncio worker runtime: :class:`orca_queue.Worker`'s behaviour on one event loop.
+
+``await Worker(queue, handler, concurrency=8).run()``: ``handler`` is an ``async def`` (run as
+a task per job) or a plain function (run in a thread with ``asyncio.to_thread``). At a stop
+(``stop()``, ``await close()``, SIGTERM/SIGINT) it stops taking jobs, waits up to
+``grace_ms`` for running handlers, hands the rest back and cancels their tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import signal
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import redis.asyncio
+from redis.exceptions import ConnectionError, RedisError, ResponseError, TimeoutError
+
+from .. import protocol as P
+from ..connection import async_blocking_client
+from ..errors import LeaseLostError, map_error
+from ..protocol import execute
+from ..runtime import Running, WorkerBase
+from ..types import Job
+from .queue import Queue
+
+T = TypeVar("T")
+Handler = Callable[[Job], Any] | Callable[[Job], Awaitable[Any]]
+
+
+class Worker(WorkerBase):
+    """Runs ``handler(job)`` for the jobs of one or more asyncio queues (one client). Options
+    and hooks as :class:`orca_queue.Worker` (see :class:`~orca_queue.runtime.WorkerBase`);
+    hooks run on the event loop."""
+
+    queues: list[Queue]
+
+    def _setup(self) -> None:
+        self.client: redis.asyncio.Redis = self.queues[0].client
+        self._running: dict[tuple[str, str], tuple[Running, asyncio.Task[None]]] = {}
+        self._stopping = False
+        self._hurry = False
+        self._stop_event: asyncio.Event | None = None
+        self._changed: asyncio.Event | None = None
+        self._blocker: redis.asyncio.Redis | None = None
+        self._blocker_id: int | None = None
+        self._started = False
+        self._closed = False
+
+    # -- control ------------------------------------------------------------------------
+    def stop(self, *, now: bool = False) -> None:
+        """Stop taking jobs (``now=True``: no grace). Call it on the worker's event loop
+        (signal handlers installed by ``run()`` do)."""
+        if now or self._stopping:
+            self._hurry = self._stopping or now
+        self._stopping = True
+        if self._stop_event is not None:
+            self._stop_event.set()
+        if self._changed is not None:
+            self._changed.set()
+
+    async def close(self) -> None:
+        """``stop()`` and wait until ``run()`` has shut down."""
+        self.stop()
+        while self._started and self._stop_event is not None and not self._closed:
+            await asyncio.sleep(0.02)
+
+    async def run(self) -> None:
+        """Work until ``stop()`` / ``close()`` or SIGTERM/SIGINT (a second one skips the grace)."""
+        if self._started:
+            raise RuntimeError("a Worker runs once")
+        self._started = True
+        self._stop_event = asyncio.Event()
+        self._changed = asyncio.Event()
+        if self._stopping:
+            self._stop_event.set()
+        loop = asyncio.get_running_loop()
+        signals: list[signal.Signals] = []
+        if self.options.handle_signals and threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(s, self.stop)
+                signals.append(s)
+        beat = asyncio.create_task(self._beat_loop())
+        fetcher = asyncio.create_task(self._fetch_loop())
+        self._started_log()
+        try:
+            stop_wait = asyncio.create_task(self._stop_event.wait())
+            await asyncio.wait({stop_wait, fetcher}, return_when=asyncio.FIRST_COMPLETED)
+            stop_wait.cancel()
+        finally:
+            self._stopping = True
+            await self._shutdown(fetcher, beat)
+            for s in signals:
+                loop.remove_signal_handler(s)
+            self._closed = True
+
+    # -- shutdown -----------------------------------------------------------------------
+    async def _shutdown(self, fetcher: asyncio.Task[None], beat: asyncio.Task[None]) -> None:
+        deadline = time.monotonic() + self.options.grace_ms / 1000
+        self.log.info("worker stopping: no new jobs; %d running", len(self._running))
+        while not fetcher.done():
+            await self._unblock()
+            await asyncio.wait({fetcher}, timeout=0.1)
+        while self._running and not self._hurry and time.monotonic() < deadline:
+            await self._wait_changed(deadline - time.monotonic())
+        leftovers = [(r, t) for r, t in self._running.values() if not r.finished]
+        for r, _ in leftovers:
+            r.finished = True
+        self._running.clear()
+        await self._hand_back(
+            [r.job for r, _ in leftovers if r.job.abandoned is None], "handed back at shutdown"
+        )
+        for _, task in leftovers:
+            task.cancel()
+        beat.cancel()
+        await asyncio.gather(beat, *(t for _, t in leftovers), return_exceptions=True)
+        if self._blocker is not None:
+            await self._blocker.aclose()
+        self.log.info("worker stopped: %s", self.counts)
+
+    async def _wait_changed(self, timeout: float) -> None:
+        assert self._changed is not None
+        self._changed.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), max(timeout, 0))
+
+    async def _unblock(self) -> None:
+        if self._blocker_id is None:
+            return
+        try:
+            await self.client.client_unblock(self._blocker_id)
+        except RedisError as e:
+            self.log.debug("CLIENT UNBLOCK failed: %s", e)
+
+    async def _hand_back(self, jobs: list[Job], reason: str) -> None:
+        if not jobs:
+            return
+        cmds = self._hand_back_commands(jobs, reason)
+        try:
+            replies = await self._pipeline(cmds)
+        except RedisError as e:
+            self.log.error(
+                "could not hand back %d jobs (%s): their leases will expire and "
+                "they come back by themselves",
+                len(jobs),
+                e,
+            )
+            return
+        self._after_hand_back(cmds, replies)
+
+    async def _pipeline(self, cmds: Sequence[P.Command[Any]]) -> list[Any]:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for c in cmds:
+                execute(pipe, c.args)
+            return list(await pipe.execute(raise_on_error=False))
+
+    # -- fetching -----------------------------------------------------------------------
+    async def _run(self, client: redis.asyncio.Redis, cmd: P.Command[T]) -> T:
+        try:
+            reply = await execute(client, cmd.args)
+        except ResponseError as e:
+            raise map_error(e) from None
+        return cmd.parse(reply)
+
+    async def _fetch(self, free: int) -> list[Job]:
+        jobs: list[Job] = []
+        for name in self.strategy.queues:
+            got: list[Job] = await self._run(
+                self.client, self.strategy.quick(name, free - len(jobs))
+            )
+            jobs.extend(got)
+            if len(jobs) >= free:
+                return jobs
+        if jobs or self._stopping:
+            return jobs
+        if self._blocker is None:
+            self._blocker = async_blocking_client(self.client, self.strategy.block_ms)
+        if self._blocker_id is None:
+            self._blocker_id = int(await self._blocker.client_id())
+        return await self._run(self._blocker, self.strategy.blocking(free))
+
+    async def _fetch_loop(self) -> None:
+        backoff = 0.1
+        while not self._stopping:
+            free = self.options.concurrency - len(self._running)
+            if free <= 0:
+                await self._wait_changed(0.5)
+                continue
+            try:
+                jobs = await self._fetch(free)
+                backoff = 0.1
+            except (ConnectionError, TimeoutError, OSError) as e:
+                self._blocker_id = None
+                self.log.warning("fetching jobs failed (%s); retrying in %.1fs", e, backoff)
+                await self._wait_changed(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            except RedisError as e:
+                self.log.error("fetching jobs failed: %s; retrying in %.1fs", e, backoff)
+                await self._wait_changed(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            if self._stopping:
+                await self._hand_back(jobs, "popped while stopping, handed back")
+                return
+            for job in jobs:
+                r = Running(job)
+                self._running[(job.queue or "", job.lease or "")] = (
+                    r,
+                    asyncio.create_task(self._handle(r)),
+                )
+
+    # -- handling -------------------------------------------------------------------------
+    async def _call_handler(self, job: Job) -> Any:
+        if inspect.iscoroutinefunction(self.handler):
+            return await self.handler(job)
+        value = await asyncio.to_thread(self.handler, job)
+        if inspect.isawaitable(value):
+            value = await value
+        return value
+
+    async def _handle(self, r: Running) -> None:
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            value = await self._call_handler(r.job)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            error = e
+        await self._finish(r, value, error)
+
+    async def _finish(self, r: Running, value: Any, error: BaseException | None) -> None:
+        job = r.job
+        claimed = not r.finished
+        r.finished = True
+        try:
+            if not claimed or job.abandoned is not None:
+                self.log.info("job %s: result dropped (%s)", job.key, job.abandoned)
+                return
+            result, error = self._encode(value, error)
+            if error is None:
+                await self._run(self.client, self.strategy.ack(job, result))
+                self._count("completed")
+                self.hooks.completed(job, value)
+            else:
+                outcome = await self._run(self.client, self.strategy.nack(job))
+                self._count("failed")
+                self.hooks.failed(job, error, outcome)
+        except LeaseLostError as e:
+            self._lost(job, e)
+        except RedisError as e:
+            self.log.error(
+                "job %s: could not %s (%s); its lease will expire and it comes back",
+                job.key,
+                "ack" if error is None else "nack",
+                e,
+            )
+        finally:
+            if claimed:
+                self._running.pop((job.queue or "", job.lease or ""), None)
+            if self._changed is not None:
+                self._changed.set()
+
+    # -- heartbeats -------------------------------------------------------------------------
+    async def _beat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.tick_s)
+            now = time.monotonic()
+            due = [
+                r
+                for r, _ in self._running.values()
+                if not r.finished
+                and r.job.abandoned is None
+                and now - r.last_beat >= self.options.beat_s
+            ]
+            if due:
+                await self._beat(due, now)
+
+    async def _beat(self, due: list[Running], now: float) -> None:
+        try:
+            replies = await self._pipeline([self.strategy.extend(r.job) for r in due])
+        except RedisError as e:
+            self.log.warning("heartbeat of %d jobs failed: %s", len(due), e)
+            return
+        self._after_beats(due, replies, now)

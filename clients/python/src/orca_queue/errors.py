@@ -1,0 +1,94 @@
+"""Exception classes for the server's error replies (docs/commands.md).
+
+Every class derives from :class:`OrcaError`, itself a ``redis.exceptions.ResponseError``, so
+code that already catches redis-py's errors keeps working. The message is the server's text
+without the ``ERR`` prefix (redis-py strips it).
+"""
+
+from __future__ import annotations
+
+from redis.exceptions import ResponseError
+
+
+class OrcaError(ResponseError):
+    """An error reply of an ORCA.* command."""
+
+
+class LeaseLostError(OrcaError):
+    """The lease is not held: it expired and the job was handed out again, or it was
+    already acked or nacked. The worker must drop its result."""
+
+
+class JobCancelledError(LeaseLostError):
+    """The job was deleted (ORCA.DELETE) while it ran: its lease is cancelled."""
+
+
+class QueueFullError(OrcaError):
+    """The queue holds ``orca.max-queue-length`` waiting jobs (or a key's 2^30 - 1)."""
+
+
+class BadConfigError(OrcaError):
+    """The job config was refused (not a JSON object, no ``key``, bad priority or
+    collation, over a size limit)."""
+
+
+class NoSuchJobError(OrcaError):
+    """No job under that orca key (or no such queue)."""
+
+
+class JobStateError(OrcaError):
+    """The job is in a state that does not allow this (an immediate job cannot be moved;
+    a dead job whose key is queued again cannot be requeued)."""
+
+
+class WrongTypeError(OrcaError):
+    """The key holds another Redis type than an Orca queue."""
+
+
+class InvariantError(OrcaError):
+    """ORCA.CHECK found a broken queue invariant."""
+
+
+class InvalidArgumentError(OrcaError):
+    """An option or argument was refused (bad integer, unknown option, COUNT out of range,
+    time out of range, result too large, BLOCK inside MULTI, ...)."""
+
+
+# (server text prefix, class), first match wins. "ERR " is already stripped by redis-py.
+_BY_PREFIX: tuple[tuple[str, type[OrcaError]], ...] = (
+    ("lease not held", LeaseLostError),
+    ("job was cancelled", JobCancelledError),
+    ("queue is full", QueueFullError),
+    ("import would exceed", QueueFullError),
+    ("no such job", NoSuchJobError),
+    ("immediate jobs cannot be moved", JobStateError),
+    ("job is already queued", JobStateError),
+    ("WRONGTYPE", WrongTypeError),
+    ("queue invariant broken", InvariantError),
+    ("config ", BadConfigError),
+    ("invalid config JSON", BadConfigError),
+    ("priority ", BadConfigError),
+    ("collation ", BadConfigError),
+    ("internal error in the orca module", OrcaError),
+)
+
+# Errors that mean "this is not an ORCA.* problem": leave redis-py's own classes alone.
+_FOREIGN = ("unknown command", "wrong number of arguments")
+
+
+def strip_err(message: str) -> str:
+    return message[4:] if message.startswith("ERR ") else message
+
+
+def map_error(exc: ResponseError) -> ResponseError:
+    """The Orca exception for a redis-py ``ResponseError`` (or the error itself when it is
+    not one of the module's replies, e.g. ``OutOfMemoryError`` or ``ReadOnlyError``)."""
+    if isinstance(exc, OrcaError) or type(exc) is not ResponseError:
+        return exc
+    message = strip_err(str(exc))
+    for prefix, cls in _BY_PREFIX:
+        if message.startswith(prefix):
+            return cls(message)
+    if any(message.startswith(p) for p in _FOREIGN):
+        return exc
+    return InvalidArgumentError(message)

@@ -1,0 +1,204 @@
+"""The synchronous ``Queue``: one method per ORCA.* command, on a redis-py client."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Optional, TypeVar, Union
+
+import redis
+from redis.exceptions import ResponseError
+
+from . import protocol as P
+from .connection import check_block_timeout
+from .errors import OrcaError, map_error
+from .keys import Config
+from .protocol import execute
+from .types import Job, NackOutcome, QueueSettings, QueueStats, TickReport
+
+T = TypeVar("T")
+Filter = Union[Mapping[str, str], tuple[str, str], None]
+
+
+class Queue:
+    """An Orca queue (one Redis key of type ``orcaqueue``) reached through ``client``.
+
+    ``client`` is any ``redis.Redis`` (RESP2 or RESP3, ``decode_responses`` on or off).
+    Orca keys are the 44-character strings of :func:`orca_queue.orca_key`; a popped
+    :class:`Job` can be passed wherever a key and a lease are needed.
+    """
+
+    def __init__(self, client: redis.Redis, name: str) -> None:
+        self.client = client
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Queue({self.name!r})"
+
+    def _run(self, cmd: P.Command[T]) -> T:
+        try:
+            reply = execute(self.client, cmd.args)
+        except ResponseError as e:
+            raise map_error(e) from None
+        return cmd.parse(reply)
+
+    # -- putting jobs in ------------------------------------------------------------
+    def enqueue(self, config: Config, *, now: Optional[int] = None) -> Job:
+        """ORCA.ENQUEUE: create-or-update a job in its collation (a PUT). ``config`` is a
+        mapping (sent as JSON) or the JSON text itself. The reply has no payload."""
+        return self._run(P.enqueue(self.name, config, now))
+
+    def enqueue_many(self, configs: Iterable[Config]) -> builtins.list[Union[Job, OrcaError]]:
+        """ORCA.ENQUEUE of many configs in one pipeline (one round trip). Each entry of the
+        result is the write reply, or the :class:`OrcaError` that config got (the others
+        are enqueued all the same)."""
+        return self._pipeline([P.enqueue(self.name, c) for c in configs])
+
+    def immediate(self, config: Config, *, now: Optional[int] = None) -> Job:
+        """ORCA.IMMEDIATE: create-or-update as an immediate job (upgrading a waiting one)."""
+        return self._run(P.immediate(self.name, config, now))
+
+    def reenqueue(self, config: Config, created_at: int) -> Job:
+        """ORCA.REENQUEUE: hand a job back, immediate at its original arrival time."""
+        return self._run(P.reenqueue(self.name, config, created_at))
+
+    def move(
+        self, key: str, where: str, *, now: Optional[int] = None, buffer_ms: Optional[int] = None
+    ) -> Job:
+        """ORCA.MOVE ``RELEASE`` (to the very front) or ``DELAY`` (to the very back)."""
+        return self._run(P.move(self.name, key, where, now, buffer_ms))
+
+    def release(self, key: str) -> Job:
+        """ORCA.MOVE ... RELEASE."""
+        return self.move(key, "RELEASE")
+
+    def delay(self, key: str, *, buffer_ms: Optional[int] = None) -> Job:
+        """ORCA.MOVE ... DELAY [BUFFER ms]."""
+        return self.move(key, "DELAY", buffer_ms=buffer_ms)
+
+    def delete(self, key: str) -> bool:
+        """ORCA.DELETE: remove the job in any state (a running lease is cancelled)."""
+        return self._run(P.delete(self.name, key))
+
+    # -- inspecting ----------------------------------------------------------------
+    def status(self, key: str) -> Optional[Job]:
+        """ORCA.STATUS: the job with its ``state`` (and ``position`` when queued), or None."""
+        return self._run(P.status(self.name, key))
+
+    def list_page(
+        self, offset: int = 0, limit: int = 100, filter: Filter = None
+    ) -> builtins.list[Job]:
+        """One page of ORCA.LIST (queued jobs in pop order, with their positions)."""
+        return self._run(P.list_page(self.name, offset, limit, P.filter_pair(filter)))
+
+    def list(
+        self, filter: Filter = None, *, page_size: int = 100, offset: int = 0
+    ) -> Iterator[Job]:
+        """Every queued job in pop order, fetched page by page (``page_size`` per round
+        trip). Pages are read lazily: jobs popped or added meanwhile shift later pages."""
+        pair = P.filter_pair(filter)
+        while True:
+            page = self._run(P.list_page(self.name, offset, page_size, pair))
+            yield from page
+            if len(page) < page_size:
+                return
+            offset += len(page)
+
+    def stats(self) -> QueueStats:
+        """ORCA.STATS: counts by state and wait-time statistics."""
+        return self._run(P.stats(self.name))
+
+    def len(self) -> int:
+        """ORCA.LEN: number of queued jobs (O(1))."""
+        return self._run(P.length(self.name))
+
+    def check(self) -> None:
+        """ORCA.CHECK: raises :class:`InvariantError` if an invariant is broken."""
+        self._run(P.check(self.name))
+
+    def settings(self, order: Optional[str] = None) -> QueueSettings:
+        """ORCA.SETTINGS: read them, or set the collation ``order`` (``"lifo"``/``"fifo"``)."""
+        return self._run(P.settings(self.name, order))
+
+    def tick(self) -> TickReport:
+        """ORCA.TICK: apply the time-driven changes due now (the server does it itself)."""
+        return self._run(P.tick(self.name))
+
+    # -- dead letters and results ------------------------------------------------------
+    def dead(self, offset: int = 0, limit: int = 100) -> builtins.list[Job]:
+        """ORCA.DEAD LIST: one page of dead letters in the order they died."""
+        return self._run(P.dead_list(self.name, offset, limit))
+
+    def iter_dead(self, *, page_size: int = 100) -> Iterator[Job]:
+        """Every dead letter, page by page."""
+        offset = 0
+        while True:
+            page = self.dead(offset, page_size)
+            yield from page
+            if len(page) < page_size:
+                return
+            offset += len(page)
+
+    def requeue_dead(self, key: str) -> Job:
+        """ORCA.DEAD REQUEUE: put a dead job back, immediate, with fresh attempts."""
+        return self._run(P.dead_requeue(self.name, key))
+
+    def purge_dead(self) -> int:
+        """ORCA.DEAD PURGE: forget every dead letter; returns how many."""
+        return self._run(P.dead_purge(self.name))
+
+    def result(self, key: str) -> Optional[bytes]:
+        """ORCA.RESULT: the result kept by the job's last ACK, or None."""
+        return self._run(P.result(self.name, key))
+
+    # -- worker commands ---------------------------------------------------------------
+    def pop(
+        self, *, lease_ms: Optional[int] = None, block_ms: Optional[int] = None
+    ) -> Optional[Job]:
+        """ORCA.POP: lease the next job (``lease_ms=0``: remove it, at-most-once). With
+        ``block_ms`` the client's socket timeout must be above it (see
+        :func:`orca_queue.blocking_client`); :class:`Worker` does all of this for you."""
+        if block_ms is not None:
+            check_block_timeout(self.client.connection_pool.connection_kwargs, block_ms)
+        return self._run(P.pop(self.name, lease_ms, block_ms))
+
+    def pop_many(
+        self, count: int, *, lease_ms: Optional[int] = None, block_ms: Optional[int] = None
+    ) -> builtins.list[Job]:
+        """ORCA.POP ... COUNT n: up to ``count`` jobs (empty list if none)."""
+        if block_ms is not None:
+            check_block_timeout(self.client.connection_pool.connection_kwargs, block_ms)
+        return self._run(P.pop_many(self.name, count, lease_ms, block_ms))
+
+    def ack(
+        self,
+        job: Job | str,
+        lease: Optional[str] = None,
+        *,
+        result: Any = None,
+        ttl_ms: Optional[int] = None,
+    ) -> None:
+        """ORCA.ACK: the delivery succeeded. ``result`` (bytes as they are, anything else
+        as JSON) is kept for ``ttl_ms``. Raises :class:`LeaseLostError` if the lease is
+        not held (:class:`JobCancelledError` if the job was deleted)."""
+        key, token = P.job_and_lease(job, lease)
+        self._run(P.ack(self.name, key, token, P.encode_result(result), ttl_ms))
+
+    def nack(
+        self, job: Job | str, lease: Optional[str] = None, *, delay_ms: Optional[int] = None
+    ) -> NackOutcome:
+        """ORCA.NACK: the delivery failed; the reply tells retry, dead or superseded."""
+        key, token = P.job_and_lease(job, lease)
+        return self._run(P.nack(self.name, key, token, delay_ms))
+
+    def extend(self, job: Job | str, lease: Optional[str] = None, *, ms: int) -> int:
+        """ORCA.EXTEND: the lease now ends ``ms`` from now; returns the new deadline."""
+        key, token = P.job_and_lease(job, lease)
+        return self._run(P.extend(self.name, key, token, ms))
+
+    # -- helpers ------------------------------------------------------------------------
+    def _pipeline(self, cmds: builtins.list[P.Command[T]]) -> builtins.list[Union[T, OrcaError]]:
+        pipe = self.client.pipeline(transaction=False)
+        for c in cmds:
+            execute(pipe, c.args)
+        return P.parse_pipeline(cmds, pipe.execute(raise_on_error=False))

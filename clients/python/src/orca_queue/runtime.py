@@ -1,0 +1,252 @@
+"""What the thread and asyncio workers share: options, hooks, bookkeeping of running jobs."""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from redis.exceptions import ResponseError
+
+from . import protocol as P
+from .errors import JobCancelledError, LeaseLostError, map_error
+from .strategy import FetchStrategy
+from .types import Job, NackOutcome
+
+log = logging.getLogger("orca_queue.worker")
+
+OnCompleted = Callable[[Job, Any], None]
+OnFailed = Callable[[Job, BaseException, Optional[NackOutcome]], None]
+OnLost = Callable[[Job, str], None]
+
+
+@dataclass
+class WorkerOptions:
+    """Settings of a worker (see :class:`orca_queue.Worker`)."""
+
+    concurrency: int = 1
+    lease_ms: int = 300_000
+    block_ms: int = 5_000
+    grace_ms: int = 30_000
+    heartbeat_ms: Optional[int] = None
+    poll_ms: int = 500
+    result_ttl_ms: Optional[int] = None
+    nack_delay_ms: Optional[int] = None
+    handle_signals: bool = True
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        if self.lease_ms < 1000:
+            raise ValueError("lease_ms must be >= 1000 (heartbeats run at about a third of it)")
+        if self.heartbeat_ms is None:
+            self.heartbeat_ms = self.lease_ms // 3
+        if not 0 < self.heartbeat_ms < self.lease_ms:
+            raise ValueError("heartbeat_ms must be between 0 and lease_ms")
+        if self.grace_ms < 0:
+            raise ValueError("grace_ms must be >= 0")
+
+    @property
+    def beat_s(self) -> float:
+        return (self.heartbeat_ms or self.lease_ms // 3) / 1000
+
+    @property
+    def tick_s(self) -> float:
+        """How often the heartbeat loop looks for jobs due a heartbeat."""
+        return max(0.05, min(self.beat_s / 4, 1.0))
+
+
+@dataclass
+class Hooks:
+    """Callbacks for job events; an exception in one is logged, never propagated."""
+
+    on_completed: Optional[OnCompleted] = None
+    on_failed: Optional[OnFailed] = None
+    on_lost: Optional[OnLost] = None
+
+    def completed(self, job: Job, result: Any) -> None:
+        log.debug("job %s completed (queue %s, attempt %s)", job.key, job.queue, job.attempt)
+        _call(self.on_completed, job, result)
+
+    def failed(self, job: Job, exc: BaseException, outcome: Optional[NackOutcome]) -> None:
+        what = outcome.outcome if outcome else "not nacked"
+        log.warning(
+            "job %s failed (queue %s, attempt %s; %s): %s\n%s",
+            job.key,
+            job.queue,
+            job.attempt,
+            what,
+            error_text(exc),
+            "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(),
+        )
+        _call(self.on_failed, job, exc, outcome)
+
+    def lost(self, job: Job, reason: str) -> bool:
+        """Mark the delivery abandoned (first reason wins); False if it already was."""
+        if job.abandoned is not None:
+            return False
+        job.abandoned = reason
+        log.warning(
+            "job %s (queue %s, lease %s): %s; its result will be dropped",
+            job.key,
+            job.queue,
+            job.lease,
+            reason,
+        )
+        _call(self.on_lost, job, reason)
+        return True
+
+
+def _call(hook: Optional[Callable[..., None]], *args: Any) -> None:
+    if hook is None:
+        return
+    try:
+        hook(*args)
+    except Exception:
+        log.exception("worker hook %r raised", hook)
+
+
+def error_text(exc: BaseException) -> str:
+    """``Type: message`` of a handler's exception (what a failed event carries)."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def lost_reason(exc: LeaseLostError) -> str:
+    return "job was cancelled" if isinstance(exc, JobCancelledError) else "lease lost"
+
+
+@dataclass
+class Running:
+    """A job being handled: when it was last extended and whether its result still counts."""
+
+    job: Job
+    last_beat: float = field(default_factory=time.monotonic)
+    finished: bool = False
+
+
+def queue_names(queue_or_queues: Any) -> list[Any]:
+    """The queues a worker serves, all on one client."""
+    queues: list[Any] = (
+        list(queue_or_queues) if isinstance(queue_or_queues, (list, tuple)) else [queue_or_queues]
+    )
+    if not queues:
+        raise ValueError("a worker needs at least one queue")
+    clients = {id(q.client) for q in queues}
+    if len(clients) != 1:
+        raise ValueError("every queue of a worker must use the same Redis client")
+    names = [q.name for q in queues]
+    if len(set(names)) != len(names):
+        raise ValueError("a queue is named twice")
+    return queues
+
+
+class WorkerBase:
+    """Options, hooks, counts and the I/O-free steps shared by the thread and asyncio workers.
+
+    ``queue_or_queues``: one queue or a list (all on one client). ``lease_ms``: lease of each
+    delivery (heartbeats extend it every ``heartbeat_ms``, a third of the lease by default).
+    ``block_ms``: how long one blocking pop waits. ``grace_ms``: at a stop, how long running
+    handlers may take before their jobs are handed back. ``poll_ms``: with several queues, the
+    BLOCK of each rotating blocking pop. Hooks ``on_completed(job, result)``,
+    ``on_failed(job, exc, outcome)``, ``on_lost(job, reason)``; their exceptions are logged.
+    """
+
+    def __init__(
+        self,
+        queue_or_queues: Any,
+        handler: Callable[[Job], Any],
+        *,
+        concurrency: int = 1,
+        lease_ms: int = 300_000,
+        block_ms: int = 5_000,
+        grace_ms: int = 30_000,
+        heartbeat_ms: Optional[int] = None,
+        poll_ms: int = 500,
+        result_ttl_ms: Optional[int] = None,
+        nack_delay_ms: Optional[int] = None,
+        handle_signals: bool = True,
+        on_completed: Optional[OnCompleted] = None,
+        on_failed: Optional[OnFailed] = None,
+        on_lost: Optional[OnLost] = None,
+        logger: Optional[logging.Logger] = None,
+    ) -> None:
+        self.queues = queue_names(queue_or_queues)
+        self.handler = handler
+        self.options = WorkerOptions(
+            concurrency,
+            lease_ms,
+            block_ms,
+            grace_ms,
+            heartbeat_ms,
+            poll_ms,
+            result_ttl_ms,
+            nack_delay_ms,
+            handle_signals,
+        )
+        self.hooks = Hooks(on_completed, on_failed, on_lost)
+        self.log = logger or log
+        self.strategy = FetchStrategy(
+            [q.name for q in self.queues],
+            lease_ms=lease_ms,
+            block_ms=block_ms,
+            poll_ms=poll_ms,
+            result_ttl_ms=result_ttl_ms,
+            nack_delay_ms=nack_delay_ms,
+        )
+        self.counts = {"completed": 0, "failed": 0, "lost": 0, "handed_back": 0}
+        self._setup()
+
+    def _setup(self) -> None:
+        """The runtime's own state (called at the end of ``__init__``)."""
+
+    def _count(self, what: str, n: int = 1) -> None:
+        self.counts[what] += n
+
+    @staticmethod
+    def _encode(
+        value: Any, error: Optional[BaseException]
+    ) -> tuple[Optional[bytes], Optional[BaseException]]:
+        """The ACK result of a handler's value, or the error to NACK with."""
+        if error is not None:
+            return None, error
+        try:
+            return P.encode_result(value), None
+        except (TypeError, ValueError) as e:
+            return None, TypeError(f"handler result is not JSON-serializable: {e}")
+
+    def _lost(self, job: Job, exc: LeaseLostError) -> None:
+        if self.hooks.lost(job, lost_reason(exc)):
+            self._count("lost")
+
+    def _hand_back_commands(self, jobs: list[Job], reason: str) -> list[P.Command[object]]:
+        for job in jobs:
+            self.hooks.lost(job, reason)
+        self._count("handed_back", len(jobs))
+        return [c for job in jobs for c in self.strategy.hand_back(job)]
+
+    def _after_hand_back(self, cmds: list[P.Command[object]], replies: list[Any]) -> None:
+        for c, r in zip(cmds, replies, strict=True):
+            if isinstance(r, ResponseError):
+                self.log.warning("%s %s: %s", c.args[0], c.args[1], map_error(r))
+
+    def _after_beats(self, due: list[Running], replies: list[Any], now: float) -> None:
+        for r, reply in zip(due, replies, strict=True):
+            if isinstance(reply, ResponseError):
+                err = map_error(reply)
+                if isinstance(err, LeaseLostError):
+                    self._lost(r.job, err)
+                else:
+                    self.log.warning("heartbeat of job %s: %s", r.job.key, err)
+            else:
+                r.last_beat = now
+
+    def _started_log(self) -> None:
+        self.log.info(
+            "worker started: queues %s, concurrency %d, lease %d ms",
+            self.strategy.queues,
+            self.options.concurrency,
+            self.options.lease_ms,
+        )

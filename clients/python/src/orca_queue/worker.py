@@ -1,0 +1,313 @@
+"""The thread-based worker runtime.
+
+``Worker(queue, handler, concurrency=4).run()`` takes jobs, runs ``handler(job)`` on up to
+``concurrency`` threads, acks each with its return value as the result, nacks on an
+exception, keeps leases alive with heartbeats, and on SIGTERM/SIGINT (or ``stop()``) stops
+taking jobs, lets running ones finish within ``grace_ms`` and hands the rest back.
+
+Threads: the caller's (``run()``: waits for a stop, then shuts down), one fetcher (pops on
+the shared client, and blocking pops on a connection of its own), one heartbeat thread and
+``concurrency`` handler threads (daemons: a handler still stuck after the grace period
+does not keep the process alive; its job has been handed back and its result is dropped).
+"""
+
+from __future__ import annotations
+
+import queue as stdqueue
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import Any, Optional, TypeVar
+
+import redis
+from redis.exceptions import ConnectionError, RedisError, ResponseError, TimeoutError
+
+from . import protocol as P
+from .connection import blocking_client
+from .errors import LeaseLostError, map_error
+from .protocol import execute
+from .queue import Queue
+from .runtime import Running, WorkerBase
+from .types import Job
+
+T = TypeVar("T")
+Handler = Callable[[Job], Any]
+_Token = tuple[str, str, str]  # (queue, orca key, lease)
+
+
+def _token(job: Job) -> _Token:
+    return (job.queue or "", job.key, job.lease or "")
+
+
+class Worker(WorkerBase):
+    """Runs ``handler(job)`` for the jobs of one or more queues (all on one Redis client), on
+    ``concurrency`` threads; hooks run on worker threads. Options: see
+    :class:`~orca_queue.runtime.WorkerBase`."""
+
+    queues: list[Queue]
+
+    def _setup(self) -> None:
+        self.client: redis.Redis = self.queues[0].client
+        self._cond = threading.Condition()
+        self._running: dict[_Token, Running] = {}
+        self._inbox: stdqueue.SimpleQueue[Optional[Running]] = stdqueue.SimpleQueue()
+        self._stop = threading.Event()  # no more jobs taken
+        self._closed = threading.Event()  # heartbeats end
+        self._hurry = False  # skip what is left of the grace period
+        self._signals = 0  # set by signal handlers (which must not take locks)
+        self._blocker: Optional[redis.Redis] = None
+        self._blocker_id: Optional[int] = None
+        self._started = False
+
+    # -- control ------------------------------------------------------------------------
+    def stop(self, *, now: bool = False) -> None:
+        """Stop taking jobs; ``run()`` then waits up to ``grace_ms`` for running handlers
+        (``now=True``: not at all) and hands back the rest. Thread-safe."""
+        if now:
+            self._hurry = True
+        self._stop.set()
+
+    def run(self) -> None:
+        """Work until ``stop()`` or SIGTERM/SIGINT (a second signal skips the grace)."""
+        if self._started:
+            raise RuntimeError("a Worker runs once")
+        self._started = True
+        restore = self._install_signals()
+        threads = [
+            threading.Thread(target=self._handle_loop, name=f"orca-handler-{i}", daemon=True)
+            for i in range(self.options.concurrency)
+        ]
+        beat = threading.Thread(target=self._beat_loop, name="orca-heartbeat", daemon=True)
+        fetcher = threading.Thread(target=self._fetch_loop, name="orca-fetcher", daemon=True)
+        for t in [*threads, beat, fetcher]:
+            t.start()
+        self._started_log()
+        try:
+            while not self._stop.is_set() and fetcher.is_alive():
+                if self._signals:
+                    self._stop.set()
+                time.sleep(0.05)
+        finally:
+            self._stop.set()
+            self._shutdown(fetcher, beat)
+            restore()
+
+    def _install_signals(self) -> Callable[[], None]:
+        if (
+            not self.options.handle_signals
+            or threading.current_thread() is not threading.main_thread()
+        ):
+            return lambda: None
+
+        def on_signal(signum: int, frame: Optional[FrameType]) -> None:
+            # Only plain assignments here: a signal handler runs on the main thread between
+            # two bytecodes, possibly while that thread holds a lock.
+            self._signals += 1
+            if self._signals > 1:
+                self._hurry = True
+
+        old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+
+        def restore() -> None:
+            for s, h in old.items():
+                signal.signal(s, h)
+
+        return restore
+
+    def _count(self, what: str, n: int = 1) -> None:
+        with self._cond:
+            self.counts[what] += n
+
+    # -- shutdown -----------------------------------------------------------------------
+    def _shutdown(self, fetcher: threading.Thread, beat: threading.Thread) -> None:
+        deadline = time.monotonic() + self.options.grace_ms / 1000
+        self.log.info("worker stopping: no new jobs; %d running", len(self._running))
+        while fetcher.is_alive():
+            self._unblock()
+            fetcher.join(0.1)
+        with self._cond:
+            while self._running and not self._hurry and not self._signals > 1:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(min(left, 0.1))
+            leftovers = [r for r in self._running.values() if not r.finished]
+            for r in leftovers:
+                r.finished = True
+                del self._running[_token(r.job)]
+        # A delivery whose lease is already lost is not ours to hand back.
+        self._hand_back(
+            [r.job for r in leftovers if r.job.abandoned is None], "handed back at shutdown"
+        )
+        for _ in range(self.options.concurrency):
+            self._inbox.put(None)
+        self._closed.set()
+        beat.join(2)
+        if self._blocker is not None:
+            self._blocker.close()
+        self.log.info("worker stopped: %s", self.counts)
+
+    def _unblock(self) -> None:
+        """Wake the fetcher's blocking pop (it then sees the stop)."""
+        if self._blocker_id is None:
+            return
+        try:
+            self.client.client_unblock(self._blocker_id)
+        except RedisError as e:
+            self.log.debug("CLIENT UNBLOCK failed: %s", e)
+
+    def _hand_back(self, jobs: list[Job], reason: str) -> None:
+        if not jobs:
+            return
+        cmds = self._hand_back_commands(jobs, reason)
+        try:
+            replies = self._pipeline(cmds)
+        except RedisError as e:
+            self.log.error(
+                "could not hand back %d jobs (%s): their leases will expire and "
+                "they come back by themselves",
+                len(jobs),
+                e,
+            )
+            return
+        self._after_hand_back(cmds, replies)
+
+    def _pipeline(self, cmds: Sequence[P.Command[Any]]) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False)
+        for c in cmds:
+            execute(pipe, c.args)
+        return list(pipe.execute(raise_on_error=False))
+
+    # -- fetching -----------------------------------------------------------------------
+    def _run(self, client: redis.Redis, cmd: P.Command[T]) -> T:
+        try:
+            reply = execute(client, cmd.args)
+        except ResponseError as e:
+            raise map_error(e) from None
+        return cmd.parse(reply)
+
+    def _free_slots(self) -> int:
+        with self._cond:
+            while not self._stop.is_set():
+                free = self.options.concurrency - len(self._running)
+                if free > 0:
+                    return free
+                self._cond.wait(0.2)
+        return 0
+
+    def _fetch(self, free: int) -> list[Job]:
+        jobs: list[Job] = []
+        for name in self.strategy.queues:
+            got: list[Job] = self._run(self.client, self.strategy.quick(name, free - len(jobs)))
+            jobs.extend(got)
+            if len(jobs) >= free:
+                return jobs
+        if jobs or self._stop.is_set():
+            return jobs
+        if self._blocker is None:
+            self._blocker = blocking_client(self.client, self.strategy.block_ms)
+        if self._blocker_id is None:
+            self._blocker_id = int(self._blocker.client_id())
+        return self._run(self._blocker, self.strategy.blocking(free))
+
+    def _fetch_loop(self) -> None:
+        backoff = 0.1
+        while not self._stop.is_set():
+            free = self._free_slots()
+            if not free:
+                break
+            try:
+                jobs = self._fetch(free)
+                backoff = 0.1
+            except (ConnectionError, TimeoutError) as e:
+                self._blocker_id = None
+                self.log.warning("fetching jobs failed (%s); retrying in %.1fs", e, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            except RedisError as e:
+                self.log.error("fetching jobs failed: %s; retrying in %.1fs", e, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            if self._stop.is_set():
+                self._hand_back(jobs, "popped while stopping, handed back")
+                break
+            with self._cond:
+                runs = [Running(job) for job in jobs]
+                for r in runs:
+                    self._running[_token(r.job)] = r
+            for r in runs:
+                self._inbox.put(r)
+
+    # -- handling -------------------------------------------------------------------------
+    def _handle_loop(self) -> None:
+        while True:
+            r = self._inbox.get()
+            if r is None:
+                return
+            value: Any = None
+            error: Optional[BaseException] = None
+            try:
+                value = self.handler(r.job)
+            except Exception as e:
+                error = e
+            self._finish(r, value, error)
+
+    def _finish(self, r: Running, value: Any, error: Optional[BaseException]) -> None:
+        job = r.job
+        with self._cond:
+            claimed = not r.finished
+            r.finished = True
+        try:
+            if not claimed or job.abandoned is not None:
+                self.log.info("job %s: result dropped (%s)", job.key, job.abandoned)
+                return
+            result, error = self._encode(value, error)
+            if error is None:
+                self._run(self.client, self.strategy.ack(job, result))
+                self._count("completed")
+                self.hooks.completed(job, value)
+            else:
+                outcome = self._run(self.client, self.strategy.nack(job))
+                self._count("failed")
+                self.hooks.failed(job, error, outcome)
+        except LeaseLostError as e:
+            self._lost(job, e)
+        except RedisError as e:
+            self.log.error(
+                "job %s: could not %s (%s); its lease will expire and it comes back",
+                job.key,
+                "ack" if error is None else "nack",
+                e,
+            )
+        finally:
+            with self._cond:
+                if claimed:
+                    self._running.pop(_token(job), None)
+                self._cond.notify_all()
+
+    # -- heartbeats -------------------------------------------------------------------------
+    def _beat_loop(self) -> None:
+        while not self._closed.wait(self.options.tick_s):
+            now = time.monotonic()
+            with self._cond:
+                due = [
+                    r
+                    for r in self._running.values()
+                    if not r.finished
+                    and r.job.abandoned is None
+                    and now - r.last_beat >= self.options.beat_s
+                ]
+            if due:
+                self._beat(due, now)
+
+    def _beat(self, due: list[Running], now: float) -> None:
+        try:
+            replies = self._pipeline([self.strategy.extend(r.job) for r in due])
+        except RedisError as e:
+            self.log.warning("heartbeat of %d jobs failed: %s", len(due), e)
+            return
+        self._after_beats(due, replies, now)

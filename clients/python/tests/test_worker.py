@@ -1,0 +1,273 @@
+"""The thread worker against a real server: ack with results, nack, heartbeats, lost leases,
+graceful stop with hand-back, prompt wake-up, and the blocking connection's safety."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+from conftest import Server, cfg
+
+from orca_queue import Job, NackOutcome, Queue, Worker, blocking_client
+
+
+def wait_for(cond: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.02)
+
+
+class Running:
+    """A worker on a background thread (signals are the main thread's: not installed)."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.thread = threading.Thread(target=worker.run, daemon=True)
+        self.thread.start()
+
+    def stop(self, timeout: float = 20.0, **kw: Any) -> float:
+        t0 = time.monotonic()
+        self.worker.stop(**kw)
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "worker did not stop"
+        return time.monotonic() - t0
+
+
+@pytest.fixture
+def started() -> Iterator[list[Running]]:
+    runs: list[Running] = []
+    yield runs
+    for r in runs:
+        if r.thread.is_alive():
+            r.stop(now=True)
+
+
+def start(runs: list[Running], *args: Any, **kwargs: Any) -> Running:
+    kwargs.setdefault("handle_signals", False)
+    run = Running(Worker(*args, **kwargs))
+    runs.append(run)
+    return run
+
+
+def test_acks_with_results_and_hooks(r: redis.Redis, qname: str, started: list[Running]) -> None:
+    q = Queue(r, qname)
+    keys = [q.enqueue(cfg(f"k{i}", n=i)).key for i in range(60)]
+    done: list[str] = []
+    run = start(
+        started,
+        q,
+        lambda job: {"double": job.config["n"] * 2},
+        concurrency=4,
+        on_completed=lambda job, res: done.append(job.key),
+    )
+    wait_for(lambda: len(done) == 60)
+    assert sorted(done) == sorted(keys)
+    for i, k in enumerate(keys):
+        assert json.loads(q.result(k) or b"") == {"double": 2 * i}
+    st = q.stats()
+    assert (st.queued, st.leased) == (0, 0)
+    run.stop()
+    assert run.worker.counts["completed"] == 60
+
+
+def test_failures_nack_then_retry(
+    server: Server, r: redis.Redis, qname: str, started: list[Running]
+) -> None:
+    q = Queue(r, qname)
+    key = q.enqueue(cfg("flaky")).key
+    failures: list[tuple[str, NackOutcome | None]] = []
+    seen: list[int] = []
+
+    def handler(job: Job) -> bytes:
+        seen.append(job.attempt or 0)
+        if job.attempt == 1:
+            raise RuntimeError("compiler crashed")
+        return b"ok"
+
+    start(
+        started,
+        q,
+        handler,
+        nack_delay_ms=0,
+        on_failed=lambda job, exc, out: failures.append((str(exc), out)),
+    )
+    wait_for(lambda: q.result(key) == b"ok")
+    assert seen == [1, 2]
+    assert failures[0][0] == "compiler crashed"
+    assert failures[0][1] is not None and failures[0][1].outcome == "retry"
+
+
+def test_heartbeats_keep_a_long_job(r: redis.Redis, qname: str, started: list[Running]) -> None:
+    q = Queue(r, qname)
+    key = q.enqueue(cfg("long")).key
+    calls: list[str] = []
+
+    def handler(job: Job) -> str:
+        calls.append(job.lease or "")
+        time.sleep(3.0)  # three leases long
+        return "finished"
+
+    start(started, q, handler, lease_ms=1000, concurrency=2)
+    wait_for(lambda: q.result(key) is not None, timeout=20)
+    assert len(calls) == 1  # never handed out a second time
+    assert q.result(key) == b'"finished"'
+
+
+def test_lost_lease_drops_the_result(r: redis.Redis, qname: str, started: list[Running]) -> None:
+    q = Queue(r, qname)
+    key = q.enqueue(cfg("doomed")).key
+    began = threading.Event()
+    release = threading.Event()
+    lost: list[str] = []
+
+    def handler(job: Job) -> str:
+        began.set()
+        release.wait(20)
+        return "late"
+
+    run = start(started, q, handler, lease_ms=1500, on_lost=lambda job, why: lost.append(why))
+    assert began.wait(10)
+    q.delete(key)  # cancels the running lease
+    wait_for(lambda: lost == ["job was cancelled"])  # seen by a heartbeat
+    release.set()
+    wait_for(lambda: run.worker.counts["lost"] == 1)
+    time.sleep(0.2)
+    assert q.result(key) is None and run.worker.counts["completed"] == 0
+
+
+def test_stop_hands_back_unfinished_jobs(
+    r: redis.Redis, qname: str, started: list[Running]
+) -> None:
+    q = Queue(r, qname)
+    fast = q.enqueue(cfg("fast", collation={"type": "user", "id": "1"}, priority=0)).key
+    slow = q.enqueue(cfg("slow", collation={"type": "user", "id": "2"}, priority=10)).key
+    created = {k: (q.status(k) or Job(k)).created_at for k in (fast, slow)}
+    release = threading.Event()
+    handled: list[str] = []
+
+    def handler(job: Job) -> str:
+        handled.append(job.key)
+        if job.key == slow:
+            release.wait(30)
+        return "ok"
+
+    run = start(started, q, handler, concurrency=2, grace_ms=300)
+    wait_for(lambda: len(handled) == 2)
+    elapsed = run.stop()
+    assert 0.25 < elapsed < 5
+    release.set()
+    assert q.result(fast) == b'"ok"'
+    st = q.status(slow)
+    assert st is not None and st.state == "queued" and st.immediate
+    assert st.created_at == created[slow] and st.leases == []  # old lease superseded, dropped
+    assert run.worker.counts["handed_back"] == 1
+    time.sleep(0.2)
+    assert q.result(slow) is None  # the late result is dropped
+
+
+def test_stop_wakes_a_blocking_pop_at_once(
+    r: redis.Redis, qname: str, started: list[Running]
+) -> None:
+    q = Queue(r, qname)
+    run = start(started, q, lambda job: None, block_ms=30000)
+    time.sleep(0.5)  # now blocked in ORCA.POP ... BLOCK 30000
+    assert run.stop() < 2
+
+
+def test_blocked_worker_wakes_on_enqueue(
+    r: redis.Redis, qname: str, started: list[Running]
+) -> None:
+    q = Queue(r, qname)
+    got: list[float] = []
+    start(started, q, lambda job: got.append(time.monotonic()), block_ms=30000)
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    q.enqueue(cfg("wake"))
+    wait_for(lambda: bool(got))
+    assert got[0] - t0 < 1.0
+
+
+def test_several_queues(r: redis.Redis, qname: str, started: list[Running]) -> None:
+    qa, qb = Queue(r, qname + "-a"), Queue(r, qname + "-b")
+    done: list[str | None] = []
+    start(
+        started,
+        [qa, qb],
+        lambda job: job.queue,
+        poll_ms=100,
+        on_completed=lambda job, res: done.append(res),
+    )
+    qb.enqueue(cfg("b1"))
+    wait_for(lambda: done == [qb.name])
+    qa.enqueue(cfg("a1"))
+    wait_for(lambda: len(done) == 2)
+    assert done[1] == qa.name
+    with pytest.raises(ValueError):
+        Worker([qa, Queue(redis.Redis(), "other")], lambda job: None)
+
+
+def test_blocking_connection_never_reissues_a_pop(server: Server, qname: str) -> None:
+    """A blocking pop killed mid-wait must fail, not be re-sent on a new connection (which
+    would lease the next job to a reader that has gone)."""
+    base = server.client()  # redis-py's default retry policy
+    blocker = blocking_client(base, 5000)
+    q = Queue(blocker, qname)
+    blocker_id = blocker.client_id()
+    errors: list[BaseException] = []
+
+    def pop() -> None:
+        try:
+            q.pop(lease_ms=60000, block_ms=5000)
+        except redis.ConnectionError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=pop)
+    t.start()
+    time.sleep(0.3)
+    base.client_kill_filter(_id=str(blocker_id))
+    t.join(10)
+    assert errors, "the killed pop should have raised"
+    Queue(base, qname).enqueue(cfg("after"))
+    time.sleep(0.3)
+    st = Queue(base, qname).status(Queue(base, qname).enqueue(cfg("after")).key)
+    assert st is not None and st.state == "queued"  # nobody took it
+    assert blocker.connection_pool.connection_kwargs["socket_timeout"] > 5
+
+
+def test_unserializable_result_is_a_failure(
+    r: redis.Redis, qname: str, started: list[Running]
+) -> None:
+    q = Queue(r, qname)
+    key = q.enqueue(cfg("odd")).key
+    failed: list[str] = []
+    start(
+        started,
+        q,
+        lambda job: {"when": object()},
+        nack_delay_ms=60000,
+        on_failed=lambda job, exc, out: failed.append(str(exc)),
+    )
+    wait_for(lambda: bool(failed))
+    assert "not JSON-serializable" in failed[0]
+    st = q.status(key)
+    assert st is not None and st.state == "delayed"  # nacked, waiting for its retry
+
+
+def test_blocks_instead_of_polling_an_empty_queue(started: list[Running]) -> None:
+    own = Server()  # a server of its own: count one idle worker's pops
+    try:
+        r = own.client()
+        start(started, Queue(r, "idle"), lambda job: None, concurrency=8, block_ms=5000)
+        time.sleep(1.0)
+        calls = r.info("commandstats").get("cmdstat_orca.pop", {}).get("calls", 0)
+        assert 1 <= calls <= 4, f"ORCA.POP called {calls} times in 1 s"
+        started[-1].stop()
+    finally:
+        own.stop()
