@@ -1,6 +1,27 @@
 //! The reference model of the worker layer: leases, ack/nack, retries with
 //! backoff, dead letters, kept results, cancellation and `tick`. What
 //! `tests/props/worker_sequences/` checks the core against.
+//!
+//! An oracle only if it does not restate the code it checks. The model
+//! keeps its own books: every job *instance* (a regrade is a new one) has an
+//! id, and each key remembers its newest instance. The rules for a failed
+//! or expired delivery are written from the documentation, quoted where
+//! they are used, not from `src/core/worker.rs`:
+//!
+//! - the default NACK delay, `orca.retry-base` × 2^(attempts-1) at most
+//!   `orca.retry-cap` (docs/commands.md, ORCA.NACK): `documented_backoff`;
+//! - dead after `orca.max-attempts` deliveries, `0` = never (ORCA.NACK,
+//!   Module settings): `attempts_used_up`;
+//! - superseded attempts: a delivery is superseded when its key was
+//!   enqueued again since it began (ORCA.NACK, ORCA.ACK "Regrades",
+//!   docs/design.md "Workers"), i.e. when a newer instance of its key
+//!   exists (`regraded_since`). The core keeps a `superseded` flag on the
+//!   lease; the model derives the same fact from its instance ids, and
+//!   `states()` compares the two;
+//! - NACK: fencing, then the time, then superseded -> dropped whatever its
+//!   attempts, used up -> dead, else parked until now + delay (`DELAY 0`:
+//!   back at once) and back as immediate at its original arrival time
+//!   (`nack`); an expired lease likewise (`tick`).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -10,20 +31,27 @@ use orca::core::{JobKey, NackOutcome, Policy, QueueError, TickReport, MAX_TIME};
 use crate::support::*;
 use crate::worker_views::*;
 
-/// `min(base * 2^(attempts-1), cap)`, computed independently of the core.
-pub fn model_backoff(p: &Policy, attempts: u32) -> i64 {
-    let mut d = p.retry_base as i128;
-    for _ in 1..attempts.max(1) {
-        if d >= p.retry_cap as i128 {
-            break;
-        }
-        d *= 2;
-    }
-    d.min(p.retry_cap as i128).clamp(0, MAX_TIME as i128) as i64
+/// The delay of a NACK without `DELAY` (docs/commands.md, ORCA.NACK):
+/// "exponential backoff `orca.retry-base` × 2^(attempts-1), at most
+/// `orca.retry-cap`", `attempts` being the deliveries so far (the first
+/// retry waits the base). Exact: the product is taken in 128 bits and
+/// saturates, the cap bounds it; like every time, at most 2^53-1.
+pub fn documented_backoff(p: &Policy, attempts: u32) -> i64 {
+    let doublings = attempts.max(1) - 1;
+    let factor: u128 = if doublings >= 64 {
+        u128::MAX
+    } else {
+        1 << doublings
+    };
+    let full = (p.retry_base.max(0) as u128).saturating_mul(factor);
+    full.min(p.retry_cap.max(0) as u128).min(MAX_TIME as u128) as i64
 }
 
-pub fn exhausted(p: &Policy, attempts: u32) -> bool {
-    p.max_attempts > 0 && attempts >= p.max_attempts
+/// "A job that has had `orca.max-attempts` deliveries goes to the queue's
+/// dead list" (ORCA.NACK; an expired lease likewise, ORCA.POP); "0 = never"
+/// (Module settings).
+pub fn attempts_used_up(p: &Policy, attempts: u32) -> bool {
+    p.max_attempts != 0 && attempts >= p.max_attempts
 }
 
 #[derive(Clone, Debug)]
@@ -58,8 +86,8 @@ impl MJob {
 pub struct MLease {
     pub key: JobKey,
     pub deadline: i64,
-    /// A newer job of the key was created after this delivery began.
-    pub superseded: bool,
+    /// The instance delivered; whether it is superseded follows from the
+    /// newest instance of `key` (`Model::regraded_since`).
     pub job: MJob,
 }
 
@@ -72,6 +100,18 @@ pub struct MDead {
     pub job: MJob,
 }
 
+/// What becomes of a delivery that ends without success
+/// (`Model::unsuccessful`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// Superseded by a regrade: dropped, whatever its attempts.
+    Dropped,
+    /// Its attempts are used up: the dead list.
+    Dies,
+    /// Back in the queue (at once, or after its retry delay).
+    ComesBack,
+}
+
 /// How a job instance left the system for good.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fate {
@@ -79,8 +119,7 @@ pub enum Fate {
     /// Handed out by a `LEASE 0` (at-most-once) pop.
     Consumed,
     /// Dropped for a newer job of its key: a pending retry dropped by a
-    /// regrade, a superseded lease that was nacked or expired, or a returning
-    /// attempt (nack, expiry, due retry) whose key was waiting again.
+    /// regrade, or a superseded delivery that was nacked or expired.
     Superseded,
     Cancelled,
     /// Queue-level `delete` (removes only the queued job).
@@ -147,7 +186,7 @@ impl Model {
         self.ev(match fate {
             Fate::Acked => "fate: acked",
             Fate::Consumed => "fate: consumed (LEASE 0)",
-            Fate::Superseded => "fate: superseded (returning attempt dropped)",
+            Fate::Superseded => "fate: superseded (stale attempt dropped)",
             Fate::Cancelled => "fate: cancelled",
             Fate::Deleted => "fate: deleted",
             Fate::Purged => "fate: purged",
@@ -159,19 +198,25 @@ impl Model {
         self.queued.contains_key(key) || self.delayed.contains_key(key)
     }
 
-    /// A new job was created under `key` (a regrade, or a dead job brought
-    /// back): every lease on the key is superseded, and its pending retry is
-    /// dropped at once.
-    pub fn supersede(&mut self, key: &JobKey, newest: u64) {
-        self.newest.insert(*key, newest);
-        let mut marked = 0;
-        for l in self.leases.values_mut() {
-            if l.key == *key && !l.superseded {
-                l.superseded = true;
-                marked += 1;
-            }
-        }
-        for _ in 0..marked {
+    /// "If the orca key was enqueued again since this delivery began (a
+    /// regrade), this attempt is dropped (`superseded`)" (ORCA.NACK): a newer
+    /// instance of the key exists than the one this lease delivered.
+    pub fn regraded_since(&self, l: &MLease) -> bool {
+        self.newest.get(&l.key) != Some(&l.job.id)
+    }
+
+    /// A new job instance `id` under `key` (enqueued anew, or brought back
+    /// from the dead list): from now on it is the one that may run. "A
+    /// pending retry of the key is dropped" at once (ORCA.ACK, "Regrades");
+    /// running deliveries of the key become superseded (`regraded_since`).
+    pub fn new_instance(&mut self, key: &JobKey, id: u64) {
+        let running = self
+            .leases
+            .values()
+            .filter(|l| l.key == *key && !self.regraded_since(l))
+            .count();
+        self.newest.insert(*key, id);
+        for _ in 0..running {
             self.ev("regrade: running lease superseded");
         }
         if let Some((_, j)) = self.delayed.remove(key) {
@@ -198,7 +243,7 @@ impl Model {
             None
         };
         let j = self.new_job(payload, now, coll.map(str::to_string), false, release);
-        self.supersede(&key, j.id);
+        self.new_instance(&key, j.id);
         self.queued.insert(key, j);
         true
     }
@@ -225,7 +270,7 @@ impl Model {
             true,
             Some(arrival),
         );
-        self.supersede(&key, j.id);
+        self.new_instance(&key, j.id);
         self.queued.insert(key, j);
         true
     }
@@ -252,17 +297,34 @@ impl Model {
         }
     }
 
-    /// A returning attempt: back as immediate at its original arrival time,
-    /// unless its key is waiting again.
-    pub fn requeue(&mut self, key: JobKey, mut job: MJob) -> bool {
-        if self.waiting(&key) {
-            self.end(&job, Fate::Superseded);
-            return false;
+    /// What becomes of a delivery that ends without success: NACKed, or
+    /// its lease expired. In the documentation's order: a superseded one is
+    /// "dropped instead of coming back" whatever its attempts (ORCA.ACK,
+    /// "Regrades"); one whose attempts are used up goes to the dead list;
+    /// any other comes back (ORCA.NACK; ORCA.POP for an expired lease).
+    pub fn unsuccessful(&self, l: &MLease, policy: &Policy) -> Ending {
+        if self.regraded_since(l) {
+            Ending::Dropped
+        } else if attempts_used_up(policy, l.job.attempts) {
+            Ending::Dies
+        } else {
+            Ending::ComesBack
         }
+    }
+
+    /// "Comes back as immediate at its original arrival time" (ORCA.NACK;
+    /// an expired lease likewise, ORCA.POP). Only the newest instance of a
+    /// key comes back, and it is never waiting twice: a key found waiting
+    /// here is a bug of the model's books.
+    pub fn come_back(&mut self, key: JobKey, mut job: MJob) {
+        assert!(
+            !self.waiting(&key) && self.newest.get(&key) == Some(&job.id),
+            "model: {} comes back while its key waits, or as a stale instance",
+            kname(&key)
+        );
         job.immediate = true;
         job.release = Some(job.created_at);
         self.queued.insert(key, job);
-        true
     }
 
     pub fn bury(&mut self, key: JobKey, job: MJob, now: i64, cause: DeathCause) {
@@ -295,18 +357,21 @@ impl Model {
             let l = self.leases.remove(&token).unwrap();
             // Every lease that ends by expiry counts, whatever becomes of it.
             report.expired += 1;
-            if l.superseded {
-                self.end(&l.job, Fate::Superseded);
-                self.ev("tick: lease expired -> dropped (superseded)");
-            } else if exhausted(policy, l.job.attempts) {
-                self.bury(l.key, l.job, now, DeathCause::Expired);
-                self.ev("tick: lease expired -> dead");
-                report.died += 1;
-            } else if self.requeue(l.key, l.job) {
-                self.ev("tick: lease expired -> requeued");
-                report.requeued += 1;
-            } else {
-                self.ev("tick: lease expired -> dropped (key waiting)");
+            match self.unsuccessful(&l, policy) {
+                Ending::Dropped => {
+                    self.end(&l.job, Fate::Superseded);
+                    self.ev("tick: lease expired -> dropped (superseded)");
+                }
+                Ending::Dies => {
+                    self.bury(l.key, l.job, now, DeathCause::Expired);
+                    self.ev("tick: lease expired -> dead");
+                    report.died += 1;
+                }
+                Ending::ComesBack => {
+                    self.come_back(l.key, l.job);
+                    self.ev("tick: lease expired -> requeued");
+                    report.requeued += 1;
+                }
             }
         }
         let mut due: Vec<(i64, JobKey)> = self
@@ -318,14 +383,12 @@ impl Model {
         due.sort_unstable();
         for (_, key) in due {
             let (_, job) = self.delayed.remove(&key).unwrap();
-            // Every due retry counts, requeued or dropped.
+            // "When due it comes back as immediate at its original arrival
+            // time" (docs/design.md, Workers); a regrade dropped it already.
             report.retried += 1;
-            if self.requeue(key, job) {
-                self.ev("tick: retry due -> requeued");
-                report.requeued += 1;
-            } else {
-                self.ev("tick: retry due -> dropped (key queued)");
-            }
+            self.come_back(key, job);
+            self.ev("tick: retry due -> requeued");
+            report.requeued += 1;
         }
         let old: Vec<JobKey> = self
             .results
@@ -391,36 +454,46 @@ impl Model {
         now: i64,
         policy: &Policy,
     ) -> Result<NackOutcome, QueueError> {
+        // "Errors: as ORCA.ACK": only the worker holding the lease is heard.
         let attempts = self.held(key, token)?.job.attempts;
+        // "ERR time out of range": the clock, and the retry time it gives
+        // (times are 0..=2^53-1).
         if !(0..=MAX_TIME).contains(&now) {
             return Err(QueueError::TimeOverflow);
         }
-        let delay = delay.unwrap_or_else(|| model_backoff(policy, attempts));
+        // "not handed out before now + DELAY (default: exponential backoff
+        // ...)".
+        let delay = delay.unwrap_or_else(|| documented_backoff(policy, attempts));
         if delay < 0 || delay > MAX_TIME - now {
             return Err(QueueError::TimeOverflow);
         }
-        let retry_at = now + delay;
         let l = self.leases.remove(&token).unwrap();
-        if l.superseded {
-            // A regrade replaced it: dropped whatever its attempts.
-            self.end(&l.job, Fate::Superseded);
-            return Ok(NackOutcome::Superseded);
-        }
-        if exhausted(policy, attempts) {
-            self.bury(*key, l.job, now, DeathCause::Failed);
-            return Ok(NackOutcome::Dead { attempts });
-        }
-        if self.waiting(key) {
-            self.end(&l.job, Fate::Superseded);
-            return Ok(NackOutcome::Superseded);
-        }
-        if retry_at <= now {
-            let requeued = self.requeue(*key, l.job);
-            assert!(requeued);
-        } else {
-            self.delayed.insert(*key, (retry_at, l.job));
-        }
-        Ok(NackOutcome::Retry { retry_at, attempts })
+        Ok(match self.unsuccessful(&l, policy) {
+            Ending::Dropped => {
+                self.end(&l.job, Fate::Superseded);
+                NackOutcome::Superseded
+            }
+            Ending::Dies => {
+                self.bury(*key, l.job, now, DeathCause::Failed);
+                NackOutcome::Dead { attempts }
+            }
+            // "`DELAY 0`: back in the queue at once".
+            Ending::ComesBack if delay == 0 => {
+                self.come_back(*key, l.job);
+                NackOutcome::Retry {
+                    retry_at: now,
+                    attempts,
+                }
+            }
+            // "parked (state `delayed`)" until then.
+            Ending::ComesBack => {
+                self.delayed.insert(*key, (now + delay, l.job));
+                NackOutcome::Retry {
+                    retry_at: now + delay,
+                    attempts,
+                }
+            }
+        })
     }
 
     pub fn extend(
@@ -483,7 +556,7 @@ impl Model {
         j.immediate = true;
         j.release = Some(now);
         self.last_attempt.remove(&j.id);
-        self.supersede(key, j.id);
+        self.new_instance(key, j.id);
         self.queued.insert(*key, j);
         Ok(())
     }
@@ -541,7 +614,7 @@ impl Model {
                 out.push(S::Leased {
                     token: *t,
                     deadline: l.deadline,
-                    superseded: l.superseded,
+                    superseded: self.regraded_since(l),
                     job: l.job.pj(),
                 });
             }
@@ -582,7 +655,7 @@ impl Model {
             .chain(
                 self.leases
                     .values()
-                    .filter(|l| !l.superseded)
+                    .filter(|l| !self.regraded_since(l))
                     .map(|l| (l.key, l.job.id)),
             );
         for (key, id) in cur {

@@ -253,7 +253,6 @@ impl Harness {
                                 MLease {
                                     key: kk,
                                     deadline: *deadline,
-                                    superseded: false,
                                     job: j,
                                 },
                             );
@@ -278,7 +277,7 @@ impl Harness {
                 },
                 Out::Ack(r),
             ) => {
-                let superseded = m.leases.get(token).is_some_and(|l| l.superseded);
+                let superseded = m.leases.get(token).is_some_and(|l| m.regraded_since(l));
                 let want = m.ack(&keys[*key], *token, result.as_deref(), *now, *ttl);
                 ensure!(r == want, "ack: got {r:?}, model says {want:?}");
                 match r {
@@ -298,14 +297,9 @@ impl Harness {
                 },
                 Out::Nack(r),
             ) => {
-                let superseded = m
-                    .leases
-                    .get(token)
-                    .is_some_and(|l| l.superseded && l.key == keys[*key]);
                 let want = m.nack(&keys[*key], *token, *delay, *now, &policy);
                 ensure!(r == want, "nack: got {r:?}, model says {want:?}");
                 match r {
-                    Ok(NackOutcome::Superseded) if superseded => "nack: superseded lease".into(),
                     Ok(NackOutcome::Retry { retry_at, .. }) if retry_at <= *now => {
                         "nack: retry at once".into()
                     }
@@ -314,7 +308,7 @@ impl Harness {
                     }
                     Ok(NackOutcome::Retry { .. }) => "nack: retry delayed (explicit)".into(),
                     Ok(NackOutcome::Dead { .. }) => "nack: dead".into(),
-                    Ok(NackOutcome::Superseded) => "nack: superseded (key waiting)".into(),
+                    Ok(NackOutcome::Superseded) => "nack: superseded lease".into(),
                     Err(e) => format!("nack: {e:?} ({why})"),
                 }
             }
