@@ -26,14 +26,20 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::{Connection, Value};
+
+// The test suites' server harness (free port, own directory, the binary
+// from REDIS_SERVER, killed by pid on drop) and PRNG.
+#[path = "../tests/common/rng.rs"]
+mod rng;
+#[path = "../tests/common/server.rs"]
+mod server;
+
+use rng::Rng;
+use server::Server;
 
 type Res<T> = Result<T, String>;
 
@@ -198,24 +204,6 @@ fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
-}
-
-/// A small xorshift generator: lock-retry jitter and random picks, without a
-/// dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
 }
 
 // ---------------------------------------------------------------- runner
@@ -598,7 +586,7 @@ impl Proto {
             let wait = if self.retry_us == 0 {
                 0
             } else {
-                rng.next() % self.retry_us
+                rng.below(self.retry_us)
             };
             if wait == 0 {
                 std::thread::yield_now();
@@ -896,79 +884,10 @@ fn cmd_protocol(o: &Opts) -> Res<()> {
 
 // ---------------------------------------------------------------- standalone
 
-/// A redis-server with the module on a free port in a temp dir, killed (by
-/// its pid) and removed on drop.
-struct Server {
-    port: u16,
-    dir: PathBuf,
-    child: Child,
-}
-
-impl Server {
-    fn start() -> Res<Server> {
-        let module = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/liborca.so");
-        if !module.is_file() {
-            return Err(format!(
-                "{} not found: run `make build` first",
-                module.display()
-            ));
-        }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(e2s)?
-            .port();
-        let dir = std::env::temp_dir().join(format!("orca-clientside-{}", std::process::id()));
-        fs::create_dir_all(&dir).map_err(e2s)?;
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .arg("--dir")
-            .arg(&dir)
-            .arg("--loadmodule")
-            .arg(&module)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("redis-server: {e}"))?;
-        let s = Server { port, dir, child };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok(mut c) = TcpStream::connect(("127.0.0.1", port)) {
-                let mut buf = [0u8; 16];
-                if c.write_all(b"PING\r\n").is_ok()
-                    && c.read(&mut buf).map(|n| n > 0).unwrap_or(false)
-                {
-                    return Ok(s);
-                }
-            }
-            if Instant::now() > deadline {
-                return Err("redis-server did not start".into());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
-
 const DEFAULT_TEMPLATE: &str = include_str!("job.json");
 
 fn standalone() -> Res<()> {
-    let s = Server::start()?;
+    let s = Server::start(&[]);
     let tpl = s.dir.join("job.json");
     fs::write(&tpl, DEFAULT_TEMPLATE).map_err(e2s)?;
     let (port, tpl) = (s.port.to_string(), tpl.display().to_string());
