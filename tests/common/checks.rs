@@ -142,3 +142,11 @@ pub fn assert_rejected(
 }
 
 pub const ERR: &[&str] = &["ERR "];
+
+/// The last delivery of `key` completes: ACK answers 1, the job is gone and
+/// the queue passes ORCA.CHECK.
+pub fn assert_acked_and_gone(c: &mut Con, q: &str, key: &str, lease: &str) {
+    must_ack(c, q, key, lease);
+    assert_eq!(status(c, q, key), None);
+    assert_check(c, q);
+}

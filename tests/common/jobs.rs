@@ -213,6 +213,20 @@ pub fn must_pop_at(c: &mut Con, q: &str, lease: i64, now: i64) -> Fields {
     pop_at(c, q, lease, now).unwrap_or_else(|| panic!("POP {q} at {now} gave nil"))
 }
 
+/// Job `name` (no collation) enqueued into an empty `q` on the server clock
+/// and leased for `lease` ms at once: the pop reply.
+pub fn leased(c: &mut Con, q: &str, name: &str, lease: i64) -> Fields {
+    enqueue(c, q, &config(name, None, 0));
+    must_pop(c, q, lease)
+}
+
+/// Job `name` (no collation) enqueued into an empty `q` at `now` and leased
+/// for `lease` ms at once: the pop reply.
+pub fn leased_at(c: &mut Con, q: &str, name: &str, lease: i64, now: i64) -> Fields {
+    enqueue_at(c, q, &config(name, None, 0), now);
+    must_pop_at(c, q, lease, now)
+}
+
 /// `ORCA.POP ... LEASE 0` (seed 000's pop: the job leaves) until nil; the
 /// replies in order.
 pub fn pop_all(con: &mut Con, key: &str) -> Vec<Fields> {
@@ -262,16 +276,22 @@ pub fn ack_job(c: &mut Con, q: &str, job: &Fields, extra: &[&str]) {
     assert_eq!(as_int(&ok(c, &a)), 1);
 }
 
+/// `ORCA.NACK q key lease opts...`.
+pub fn nack_with(c: &mut Con, q: &str, key: &str, lease: &str, opts: &[Vec<u8>]) -> Fields {
+    let mut a = args!["ORCA.NACK", q, key, lease];
+    a.extend(opts.iter().cloned());
+    fields(ok(c, &a))
+}
+
 /// `ORCA.NACK q key lease NOW now`.
 pub fn nack_at(c: &mut Con, q: &str, key: &str, lease: &str, now: i64) -> Fields {
-    fields(ok(c, &args!["ORCA.NACK", q, key, lease, "NOW", now]))
+    nack_with(c, q, key, lease, &args!["NOW", now])
 }
 
 /// `ORCA.NACK` of the delivery `job` (a pop reply) with options `extra`.
 pub fn nack_job(c: &mut Con, q: &str, job: &Fields, extra: &[&str]) -> Fields {
-    let mut a = args!["ORCA.NACK", q, text(job, "key"), text(job, "lease")];
-    a.extend(extra.iter().map(|s| s.as_bytes().to_vec()));
-    fields(ok(c, &a))
+    let opts: Vec<Vec<u8>> = extra.iter().map(|s| s.as_bytes().to_vec()).collect();
+    nack_with(c, q, &text(job, "key"), &text(job, "lease"), &opts)
 }
 
 /// A delivery a worker holds.
@@ -317,6 +337,29 @@ pub fn result(c: &mut Con, q: &str, key: &str) -> Option<Vec<u8>> {
 // ---------------------------------------------------------------------------
 // Server settings
 // ---------------------------------------------------------------------------
+
+/// An ACL user `worker` with `password`, limited to the worker commands
+/// (POP, ACK, NACK, EXTEND) on keys `queue:*`.
+pub fn add_worker_user(c: &mut Con, password: &str) {
+    ok(
+        c,
+        &args![
+            "ACL",
+            "SETUSER",
+            "worker",
+            "on",
+            format!(">{password}"),
+            "resetkeys",
+            "~queue:*",
+            "resetchannels",
+            "-@all",
+            "+orca.pop",
+            "+orca.ack",
+            "+orca.nack",
+            "+orca.extend"
+        ],
+    );
+}
 
 /// `CONFIG SET name value`, which must answer OK.
 pub fn config_set(c: &mut Con, name: &str, value: impl Arg) {

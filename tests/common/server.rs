@@ -350,22 +350,32 @@ impl Server {
     }
 }
 
+/// The last `n` lines of `log`.
+pub fn tail(log: &str, n: usize) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            let log = self.log();
-            let lines: Vec<&str> = log.lines().collect();
-            let tail = &lines[lines.len().saturating_sub(40)..];
             eprintln!(
                 "---- redis-server :{} log tail ({}) ----\n{}\n----",
                 self.port,
                 self.log_path().display(),
-                tail.join("\n")
+                tail(&self.log(), 40)
             );
         }
         self.kill();
         let _ = fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A server with the module and default settings, and a connection to it.
+pub fn start_server() -> (Server, redis::Connection) {
+    let s = Server::start(&[]);
+    let c = s.conn();
+    (s, c)
 }
 
 /// PING over a raw socket: true once the server answers +PONG (not -LOADING).

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use super::reply::*;
-use super::server::info_int;
+use super::server::{info_int, start_server, Server};
 use crate::args;
 
 /// The server's clock (ms), from `TIME`.
@@ -25,6 +25,15 @@ pub fn server_ms(c: &mut Con) -> i64 {
 /// server's timer never reaches any deadline set from it during a test.
 pub fn future_base(c: &mut Con) -> i64 {
     server_ms(c) + 100_000_000
+}
+
+/// A server, a connection, and a pinned clock (`future_base`) to give
+/// every worker command as `NOW`: every time-driven change then happens
+/// exactly when a pinned command applies it.
+pub fn start_pinned() -> (Server, Con, i64) {
+    let (s, mut c) = start_server();
+    let b = future_base(&mut c);
+    (s, c, b)
 }
 
 pub fn sleep_ms(ms: u64) {

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use redis::Value;
 
+use super::checks::JOB_FIELDS;
 use super::jobs::*;
 use super::reply::*;
 use super::rng::Rng;
@@ -385,17 +386,8 @@ pub fn state_with(
 /// (Fields a later version may add for the hand-out itself, such as a lease
 /// deadline from the server clock, legitimately differ between two pops.)
 pub fn job_fields(f: &Fields) -> BTreeMap<String, String> {
-    const JOB: [&str; 8] = [
-        "key",
-        "collation",
-        "immediate",
-        "nonce",
-        "created_at",
-        "release_at",
-        "attempts",
-        "payload",
-    ];
-    JOB.iter()
+    JOB_FIELDS
+        .iter()
         .map(|k| (k.to_string(), format!("{:?}", get(f, k))))
         .collect()
 }

@@ -77,8 +77,7 @@ fn bad_configs() -> Vec<Vec<u8>> {
 
 #[test]
 fn bad_configs_are_rejected() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let q = populated(&mut c);
     for cfg in bad_configs() {
         let cfg = cfg.as_slice();
@@ -105,8 +104,7 @@ fn bad_configs_are_rejected() {
 
 #[test]
 fn wrong_arity_for_every_command() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let q = populated(&mut c);
     let cfg = config("z", None, 0);
     let k = key_of("a");
@@ -167,8 +165,7 @@ fn wrong_arity_for_every_command() {
 
 #[test]
 fn bad_times_and_buffers() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let q = populated(&mut c);
     let cfg = config("z", Some("user.1"), 0);
     let ka = key_of("a");
@@ -257,8 +254,7 @@ fn bad_times_and_buffers() {
 
 #[test]
 fn unknown_options_and_bad_keywords() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let q = populated(&mut c);
     let cfg = config("z", None, 0);
     let ka = key_of("a");
@@ -302,8 +298,7 @@ fn unknown_options_and_bad_keywords() {
 /// key alone (a string and a list here).
 #[test]
 fn string_key_gives_wrongtype() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     ok(&mut c, &args!["SET", "s", "hello"]);
     ok(&mut c, &args!["RPUSH", "l", "x"]);
     let cfg = config("a", Some("user.1"), 0);
@@ -363,8 +358,7 @@ fn string_key_gives_wrongtype() {
 /// The contract: `WRONGTYPE` when the key holds another type.
 #[test]
 fn inspection_commands_reply_wrongtype() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     ok(&mut c, &args!["SET", "str", "x"]);
     for cmd in [
         args!["ORCA.LIST", "str"],
@@ -384,8 +378,7 @@ fn inspection_commands_reply_wrongtype() {
 
 #[test]
 fn status_len_check_on_missing_or_absent() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     assert_eq!(qlen(&mut c, "missing"), 0);
     assert_check(&mut c, "missing");
     assert!(status(&mut c, "missing", &key_of("a")).is_none());
@@ -403,8 +396,7 @@ fn status_len_check_on_missing_or_absent() {
 
 #[test]
 fn collation_ids() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let long = "x".repeat(1000);
     // Past the default orca.max-collation-id-length (256): refused, and
     // accepted once the limit allows it.
@@ -480,8 +472,7 @@ fn collation_ids() {
 /// malformed config (serde's derived struct visitor accepts `[type, id]`).
 #[test]
 fn collation_given_as_json_array_is_rejected() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let q = populated(&mut c);
     for cfg in [
         r#"{"key":"k","collation":["user","1"]}"#,

@@ -11,11 +11,10 @@ use redis::Value;
 
 #[test]
 fn block_pop_woken_by_enqueue() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (s, mut c) = start_server();
     for (q, block) in [("q2000", 2000), ("q0", 0)] {
         // Blocked on a key that does not exist yet.
-        let h = spawn_cmd(blocking_conn(&s), args!["ORCA.POP", q, "BLOCK", block]);
+        let h = spawn_blocked(&s, args!["ORCA.POP", q, "BLOCK", block]);
         wait_blocked(&mut c, 1);
         let cfg = config("a", None, 0);
         enqueue(&mut c, q, &cfg);
@@ -29,10 +28,7 @@ fn block_pop_woken_by_enqueue() {
         assert_check(&mut c, q);
     }
     // Blocked on an existing, empty queue; LEASE 0 given with BLOCK applies.
-    let h = spawn_cmd(
-        blocking_conn(&s),
-        args!["ORCA.POP", "q0", "BLOCK", 5000, "LEASE", 0],
-    );
+    let h = spawn_blocked(&s, args!["ORCA.POP", "q0", "BLOCK", 5000, "LEASE", 0]);
     wait_blocked(&mut c, 1);
     enqueue(&mut c, "q0", &config("b", None, 0));
     let f = fields(joined(h).0);
@@ -49,45 +45,22 @@ fn block_pop_woken_by_enqueue() {
 
 #[test]
 fn block_pop_woken_by_expiry_retry_and_requeue() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (s, mut c) = start_server();
     let k = key_of("a");
-    enqueue(&mut c, "q", &config("a", None, 0));
-    let p = pop_with(&mut c, "q", &args!["LEASE", 200]).expect("a");
+    let p = leased(&mut c, "q", "a", 200);
 
     // Woken when the lease expires (the timer).
-    let h = spawn_cmd(
-        blocking_conn(&s),
-        args!["ORCA.POP", "q", "BLOCK", 5000, "LEASE", 60_000],
-    );
-    let (v, _) = joined(h);
-    assert_ne!(
-        v,
-        Value::Nil,
-        "the blocked pop was not woken by the lease expiry"
-    );
-    let f = fields(v);
+    let h = spawn_blocked(&s, args!["ORCA.POP", "q", "BLOCK", 5000, "LEASE", 60_000]);
+    let f = woken(h, "the lease expiry");
     assert_eq!(text(&f, "key"), k);
     assert_eq!(int(&f, "attempt"), 2);
     assert_ne!(lease(&f), lease(&p));
 
     // Woken when a retry comes due.
-    let n = fields(ok(
-        &mut c,
-        &args!["ORCA.NACK", "q", &k, lease(&f), "DELAY", 300],
-    ));
+    let n = nack_with(&mut c, "q", &k, &lease(&f), &args!["DELAY", 300]);
     let retry_at = int(&n, "retry_at");
-    let h = spawn_cmd(
-        blocking_conn(&s),
-        args!["ORCA.POP", "q", "BLOCK", 5000, "LEASE", 60_000],
-    );
-    let (v, _) = joined(h);
-    assert_ne!(
-        v,
-        Value::Nil,
-        "the blocked pop was not woken by the due retry"
-    );
-    let f = fields(v);
+    let h = spawn_blocked(&s, args!["ORCA.POP", "q", "BLOCK", 5000, "LEASE", 60_000]);
+    let f = woken(h, "the due retry");
     assert_eq!(text(&f, "key"), k);
     assert_eq!(int(&f, "attempt"), 3);
     assert!(server_ms(&mut c) >= retry_at);
@@ -98,36 +71,23 @@ fn block_pop_woken_by_expiry_retry_and_requeue() {
         &args!["ORCA.NACK", "q", &k, lease(&f), "MAXATTEMPTS", 1],
     );
     assert_eq!(state(&mut c, "q", &k).as_deref(), Some("dead"));
-    let h = spawn_cmd(blocking_conn(&s), args!["ORCA.POP", "q", "BLOCK", 5000]);
+    let h = spawn_blocked(&s, args!["ORCA.POP", "q", "BLOCK", 5000]);
     wait_blocked(&mut c, 1);
     ok(&mut c, &args!["ORCA.DEAD", "q", "REQUEUE", &k]);
-    let (v, _) = joined(h);
-    assert_ne!(
-        v,
-        Value::Nil,
-        "the blocked pop was not woken by DEAD REQUEUE"
-    );
-    assert_eq!(int(&fields(v), "attempt"), 1);
+    assert_eq!(int(&woken(h, "DEAD REQUEUE"), "attempt"), 1);
     assert_check(&mut c, "q");
 }
 
 #[test]
 fn block_pop_woken_by_nack_delay_zero() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (s, mut c) = start_server();
     let k = key_of("a");
-    enqueue(&mut c, "q", &config("a", None, 0));
-    let p = pop_with(&mut c, "q", &args!["LEASE", 60_000]).expect("a");
-    let h = spawn_cmd(blocking_conn(&s), args!["ORCA.POP", "q", "BLOCK", 5000]);
+    let p = leased(&mut c, "q", "a", 60_000);
+    let h = spawn_blocked(&s, args!["ORCA.POP", "q", "BLOCK", 5000]);
     wait_blocked(&mut c, 1);
-    let n = fields(ok(
-        &mut c,
-        &args!["ORCA.NACK", "q", &k, lease(&p), "DELAY", 0],
-    ));
+    let n = nack_with(&mut c, "q", &k, &lease(&p), &args!["DELAY", 0]);
     assert_eq!(text(&n, "outcome"), "retry");
-    let (v, took) = joined(h);
-    assert_ne!(v, Value::Nil, "not woken by NACK DELAY 0 (after {took:?})");
-    let f = fields(v);
+    let f = woken(h, "NACK DELAY 0");
     assert_eq!(text(&f, "key"), k);
     assert_eq!(int(&f, "attempt"), 2);
 }
@@ -164,18 +124,23 @@ fn block_pop_times_out_with_nil() {
     assert_eq!(qlen(&mut c, "q"), 0);
 }
 
+/// Two clients blocked in `ORCA.POP q BLOCK 10000`, the first before the
+/// second. They connect in the opposite order, so the order a test sees is
+/// the blocking order, not the connection order.
+fn block_two(s: &Server, c: &mut Con) -> (Blocked, Blocked) {
+    let second = blocking_conn(s);
+    let first = blocking_conn(s);
+    let h1 = spawn_cmd(first, args!["ORCA.POP", "q", "BLOCK", 10_000]);
+    wait_blocked(c, 1);
+    let h2 = spawn_cmd(second, args!["ORCA.POP", "q", "BLOCK", 10_000]);
+    wait_blocked(c, 2);
+    (h1, h2)
+}
+
 #[test]
 fn blocked_clients_are_served_in_blocking_order() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
-    // Connect in the opposite order of blocking, so the order tested is the
-    // blocking order, not the connection order.
-    let second = blocking_conn(&s);
-    let first = blocking_conn(&s);
-    let h1 = spawn_cmd(first, args!["ORCA.POP", "q", "BLOCK", 10_000]);
-    wait_blocked(&mut c, 1);
-    let h2 = spawn_cmd(second, args!["ORCA.POP", "q", "BLOCK", 10_000]);
-    wait_blocked(&mut c, 2);
+    let (s, mut c) = start_server();
+    let (h1, h2) = block_two(&s, &mut c);
     enqueue(&mut c, "q", &config("j1", None, 0));
     let (v1, _) = joined(h1);
     assert_eq!(
@@ -192,12 +157,7 @@ fn blocked_clients_are_served_in_blocking_order() {
     assert_eq!(text(&fields(v2), "key"), key_of("j2"));
 
     // Two jobs arriving in one transaction serve two clients, in order.
-    let second = blocking_conn(&s);
-    let first = blocking_conn(&s);
-    let h1 = spawn_cmd(first, args!["ORCA.POP", "q", "BLOCK", 10_000]);
-    wait_blocked(&mut c, 1);
-    let h2 = spawn_cmd(second, args!["ORCA.POP", "q", "BLOCK", 10_000]);
-    wait_blocked(&mut c, 2);
+    let (h1, h2) = block_two(&s, &mut c);
     let t = server_ms(&mut c);
     ok(&mut c, &args!["MULTI"]);
     raw(
@@ -219,8 +179,7 @@ fn blocked_clients_are_served_in_blocking_order() {
 
 #[test]
 fn block_is_refused_in_multi_and_scripts() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     enqueue(&mut c, "q", &config("a", None, 0));
     let before = digest(&mut c, "q");
 
@@ -237,26 +196,11 @@ fn block_is_refused_in_multi_and_scripts() {
     }
     assert_eq!(digest(&mut c, "q"), before, "a refused pop changes nothing");
 
-    let e = fails(
-        &mut c,
-        &args![
-            "EVAL",
-            r#"return redis.call("ORCA.POP", KEYS[1], "BLOCK", "100")"#,
-            1,
-            "q"
-        ],
-    );
-    assert!(e.contains(BLOCK_REFUSED), "{e}");
-    let e = fails(
-        &mut c,
-        &args![
-            "EVAL",
-            r#"return redis.call("ORCA.POP", KEYS[1], "BLOCK", "0")"#,
-            1,
-            "missing"
-        ],
-    );
-    assert!(e.contains(BLOCK_REFUSED), "{e}");
+    for (block, key) in [("100", "q"), ("0", "missing")] {
+        let script = format!(r#"return redis.call("ORCA.POP", KEYS[1], "BLOCK", "{block}")"#);
+        let e = fails(&mut c, &args!["EVAL", script, 1, key]);
+        assert!(e.contains(BLOCK_REFUSED), "{e}");
+    }
     assert_eq!(digest(&mut c, "q"), before);
     assert_eq!(blocked_clients(&mut c), 0);
 

@@ -52,8 +52,7 @@ fn strings(v: &Value) -> Vec<String> {
 
 #[test]
 fn command_info_docs_getkeys_and_acl() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (s, mut c) = start_server();
     let listed: BTreeSet<String> = strings(&ok(
         &mut c,
         &args!["COMMAND", "LIST", "FILTERBY", "MODULE", "orca"],
@@ -157,24 +156,7 @@ fn command_info_docs_getkeys_and_acl() {
     }
 
     // ACL: a worker user limited to the worker commands on queue:*.
-    ok(
-        &mut c,
-        &args![
-            "ACL",
-            "SETUSER",
-            "worker",
-            "on",
-            ">workerpw",
-            "resetkeys",
-            "~queue:*",
-            "resetchannels",
-            "-@all",
-            "+orca.pop",
-            "+orca.ack",
-            "+orca.nack",
-            "+orca.extend"
-        ],
-    );
+    add_worker_user(&mut c, "workerpw");
     enqueue_job(&mut c, "queue:1", "a", Some("user.1"), 0);
     enqueue_job(&mut c, "queue:1", "b", Some("user.1"), 0);
     enqueue_job(&mut c, "other:1", "c", None, 0);

@@ -8,8 +8,7 @@ use crate::common::*;
 
 #[test]
 fn delete_removes_the_job_and_its_paired_reservation() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     for (i, n) in ["a", "b", "c", "d"].iter().enumerate() {
         enqueue_at(&mut c, "q", &config(n, Some("user.1"), 100), 10 * i as i64);
     }
@@ -57,8 +56,7 @@ fn delete_removes_the_job_and_its_paired_reservation() {
 
 #[test]
 fn delete_cancels_a_leased_job() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let k = key_of("a");
     enqueue(&mut c, "q", &config("a", Some("user.1"), 0));
     enqueue(&mut c, "q", &config("other", None, 0));
@@ -95,9 +93,7 @@ fn delete_cancels_a_leased_job() {
 
 #[test]
 fn delete_cancels_every_state() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
-    let b = future_base(&mut c);
+    let (_s, mut c, b) = start_pinned();
     let (kd, kx, kr) = (key_of("delayed"), key_of("dead"), key_of("regraded"));
     enqueue_at(&mut c, "q", &config("delayed", None, 0), b);
     enqueue_at(&mut c, "q", &config("dead", None, 0), b + 1);

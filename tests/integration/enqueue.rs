@@ -13,8 +13,7 @@ use crate::common::*;
 
 #[test]
 fn enqueue_reply_fields() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
 
     // sha256("a" + "bc") = sha256("abc"), a well-known vector.
     let cfg = r#"{"key":"a","response_url":"bc"}"#;
@@ -112,8 +111,7 @@ fn enqueue_reply_fields() {
 
 #[test]
 fn enqueue_uses_the_server_clock() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let time = |c: &mut redis::Connection| -> i64 {
         let t: Vec<String> = redis::cmd("TIME").query(c).expect("TIME");
         t[0].parse::<i64>().unwrap() * 1000 + t[1].parse::<i64>().unwrap() / 1000
@@ -149,8 +147,7 @@ fn enqueue_uses_the_server_clock() {
 
 #[test]
 fn enqueue_existing_job_replaces_payload_only() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     enqueue_at(&mut c, "q", &config("a", Some("user.1"), 100), 1000);
     enqueue_at(&mut c, "q", &config("b", Some("user.1"), 100), 1100);
     enqueue_at(&mut c, "q", &config("n", None, 0), 1050);
@@ -167,15 +164,7 @@ fn enqueue_existing_job_replaces_payload_only() {
     assert_write_fields(&f, &["created"]);
     assert_eq!(int(&f, "created"), 0);
     assert_eq!(stored_payload(&mut c, "q", &f), new_a.as_bytes());
-    for field in [
-        "key",
-        "collation",
-        "immediate",
-        "nonce",
-        "created_at",
-        "release_at",
-        "attempts",
-    ] {
+    for field in JOB_FIELDS.iter().filter(|f| **f != "payload") {
         assert_eq!(get(&f, field), get(&before["a"], field), "field {field}");
     }
 
@@ -224,8 +213,7 @@ fn enqueue_existing_job_replaces_payload_only() {
 
 #[test]
 fn immediate_job_is_scored_at_arrival() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     enqueue_at(&mut c, "q", &config("a", None, 0), 1000);
     enqueue_at(&mut c, "q", &config("b", None, 0), 3000);
     enqueue_at(&mut c, "q", &config("u", Some("user.5"), 5000), 500);
@@ -270,8 +258,7 @@ fn immediate_job_is_scored_at_arrival() {
 #[test]
 fn immediate_upgrades_a_waiting_collation_job() {
     for order in ["LIFO", "FIFO"] {
-        let s = Server::start(&[]);
-        let mut c = s.conn();
+        let (_s, mut c) = start_server();
         ok(&mut c, &args!["ORCA.SETTINGS", "q", "ORDER", order]);
         // user.1 reservations 100, 110, 120; another collation in between.
         enqueue_at(&mut c, "q", &config("a", Some("user.1"), 100), 0);
@@ -309,8 +296,7 @@ fn immediate_upgrades_a_waiting_collation_job() {
 
 #[test]
 fn immediate_upgrades_a_job_without_collation() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     enqueue_at(&mut c, "q", &config("a", None, 0), 100);
     enqueue_at(&mut c, "q", &config("late", None, 10_000), 100);
     let f = immediate_at(&mut c, "q", &config("late", None, 0), 200);
@@ -322,8 +308,7 @@ fn immediate_upgrades_a_job_without_collation() {
 
 #[test]
 fn reenqueue_is_immediate_at_created_at() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     enqueue_at(&mut c, "q", &config("a", None, 0), 1000);
     enqueue_at(&mut c, "q", &config("b", Some("user.1"), 0), 2000);
     enqueue_at(&mut c, "q", &config("w", Some("user.2"), 0), 3000);
@@ -380,8 +365,7 @@ fn pairing_setup(c: &mut redis::Connection, q: &str) -> Vec<i64> {
 
 #[test]
 fn lifo_is_the_default_and_pairs_jobs_with_reservations() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let settings_before = settings(&mut c, "q");
     assert_eq!(text(&settings_before, "order"), "lifo");
     // LIFO: each new job of user.1 takes the collation's earliest reservation.
@@ -399,8 +383,7 @@ fn lifo_is_the_default_and_pairs_jobs_with_reservations() {
 
 #[test]
 fn fifo_order_per_queue() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let st = fields(ok(&mut c, &args!["ORCA.SETTINGS", "q", "ORDER", "FIFO"]));
     assert_eq!(text(&st, "order"), "fifo");
     assert_eq!(int(&st, "jobs"), 0);
@@ -422,8 +405,7 @@ fn fifo_order_per_queue() {
 
 #[test]
 fn a_later_job_with_lower_priority_takes_the_earlier_reservation() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     // Reservations of user.1: 1000 (a) and 10 (b). LIFO: b is first in the
     // stack and is paired with the earliest reservation, 10.
     let a = enqueue_at(&mut c, "q", &config("a", Some("user.1"), 1000), 0);
@@ -436,8 +418,7 @@ fn a_later_job_with_lower_priority_takes_the_earlier_reservation() {
 
 #[test]
 fn pop_hands_out_lowest_reservation() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     assert!(pop(&mut c, "missing", 0).is_none());
     assert!(!exists(&mut c, "missing"));
     let cfg = config("a", Some("team.4"), 30);

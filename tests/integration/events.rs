@@ -33,8 +33,7 @@ impl Events<'_> {
 
 #[test]
 fn keyspace_events_in_order() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (s, mut c) = start_server();
     config_set(&mut c, "notify-keyspace-events", "KEd");
     let mut sub = s.conn();
     let mut ps = sub.as_pubsub();

@@ -7,8 +7,7 @@ use crate::common::*;
 
 #[test]
 fn import_rejects_garbage() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let q = populated(&mut c);
     let mut blobs: Vec<Vec<u8>> = vec![
         b"".to_vec(),

@@ -75,8 +75,7 @@ fn del_and_unlink_of_a_big_queue() {
 
 #[test]
 fn copy_is_deep_and_key_operations_work() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (s, mut c) = start_server();
     rich_queue(&mut c, "q");
     assert_eq!(as_string(&ok(&mut c, &args!["TYPE", "q"])), "orcaqueue");
     let dq = digest(&mut c, "q");
@@ -127,10 +126,7 @@ fn copy_is_deep_and_key_operations_work() {
     // MOVE to db 1, usable there.
     assert_eq!(as_int(&ok(&mut c, &args!["MOVE", "renamed", 1])), 1);
     assert!(!exists(&mut c, "renamed"));
-    let mut c1 = redis::Client::open(format!("redis://127.0.0.1:{}/1", s.port))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut c1 = s.conn_db(1);
     assert_eq!(digest(&mut c1, "renamed"), dq);
     assert_check(&mut c1, "renamed");
     assert!(pop(&mut c1, "renamed", LONG).is_some());
@@ -168,8 +164,7 @@ fn copy_is_deep_and_key_operations_work() {
 
 #[test]
 fn memory_usage_grows_with_jobs() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let pad = "x".repeat(500);
     let mem =
         |c: &mut redis::Connection| as_int(&ok(c, &args!["MEMORY", "USAGE", "q", "SAMPLES", 0]));
@@ -313,12 +308,8 @@ fn expires_by_timer(c: &mut redis::Connection, q: &str, key: &str, what: &str) {
 
 #[test]
 fn leases_expire_after_rename_copy_move_and_restore() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
-    let mut c1 = redis::Client::open(format!("redis://127.0.0.1:{}/1", s.port))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let (s, mut c) = start_server();
+    let mut c1 = s.conn_db(1);
 
     let k = one_short_lease(&mut c, "r", 400);
     ok(&mut c, &args!["RENAME", "r", "r-renamed"]);
@@ -354,12 +345,8 @@ fn leases_expire_after_rename_copy_move_and_restore() {
 
 #[test]
 fn leases_expire_after_swapdb() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
-    let mut c1 = redis::Client::open(format!("redis://127.0.0.1:{}/1", s.port))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let (s, mut c) = start_server();
+    let mut c1 = s.conn_db(1);
     let k = one_short_lease(&mut c, "s", 400);
     ok(&mut c, &args!["SWAPDB", 0, 1]);
     assert!(exists(&mut c1, "s"));
@@ -370,13 +357,11 @@ fn leases_expire_after_swapdb() {
 /// client blocked there, and a same-named queue in db 0 is left alone.
 #[test]
 fn leases_expire_in_other_databases() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (s, mut c) = start_server();
     let mut c3 = s.conn();
     ok(&mut c3, &args!["SELECT", 3]);
     let k = key_of("a");
-    enqueue(&mut c, "q", &config("a", None, 0));
-    let p0 = pop_with(&mut c, "q", &args!["LEASE", 60_000]).expect("db0 a");
+    let p0 = leased(&mut c, "q", "a", 60_000);
     enqueue(&mut c3, "q", &config("a", None, 0));
     let p3 = pop_with(&mut c3, "q", &args!["LEASE", 200]).expect("db3 a");
     let mut blocked = blocking_conn(&s);
@@ -403,8 +388,7 @@ fn leases_expire_in_other_databases() {
 /// database, copied or dumped and restored.
 #[test]
 fn leases_expire_after_key_operations() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (s, mut c) = start_server();
     let k = key_of("a");
     let names = ["renamed", "moved", "copied", "restored"];
     for n in names {

@@ -20,8 +20,7 @@ use redis::Value;
 
 #[test]
 fn pop_leases_by_default() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let cfg = config("a", Some("user.1"), 0);
     let e = enqueue(&mut c, "q", &cfg);
     let created_at = int(&e, "created_at");
@@ -89,8 +88,7 @@ fn pop_leases_by_default() {
 
 #[test]
 fn pop_lease_zero_removes_the_job() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let cfg = config("a", None, 0);
     enqueue(&mut c, "q", &cfg);
     enqueue(&mut c, "q", &config("b", None, 0));
@@ -119,9 +117,7 @@ fn pop_lease_zero_removes_the_job() {
 
 #[test]
 fn len_and_status_reflect_every_state() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
-    let b = future_base(&mut c);
+    let (_s, mut c, b) = start_pinned();
     let (ka, kb) = (key_of("a"), key_of("b"));
     enqueue_at(&mut c, "q", &config("a", None, 0), b);
     enqueue_at(&mut c, "q", &config("b", None, 0), b + 1);
@@ -150,19 +146,13 @@ fn len_and_status_reflect_every_state() {
     assert_eq!(int(&must_status(&mut c, "q", &kb), "position"), 1);
 
     // delayed
-    let n = fields(ok(
+    let n = nack_with(
         &mut c,
-        &args![
-            "ORCA.NACK",
-            "q",
-            &ka,
-            lease(&pa),
-            "DELAY",
-            500,
-            "NOW",
-            b + 20
-        ],
-    ));
+        "q",
+        &ka,
+        &lease(&pa),
+        &args!["DELAY", 500, "NOW", b + 20],
+    );
     assert_eq!(text(&n, "outcome"), "retry");
     assert_eq!(int(&n, "retry_at"), b + 520);
     assert_eq!(int(&n, "attempts"), 1);
@@ -181,19 +171,13 @@ fn len_and_status_reflect_every_state() {
     // dead
     let pb = must_pop_at(&mut c, "q", 1000, b + 30);
     assert_eq!(text(&pb, "key"), kb);
-    let n = fields(ok(
+    let n = nack_with(
         &mut c,
-        &args![
-            "ORCA.NACK",
-            "q",
-            &kb,
-            lease(&pb),
-            "NOW",
-            b + 40,
-            "MAXATTEMPTS",
-            1
-        ],
-    ));
+        "q",
+        &kb,
+        &lease(&pb),
+        &args!["NOW", b + 40, "MAXATTEMPTS", 1],
+    );
     assert_eq!(text(&n, "outcome"), "dead");
     assert_eq!(int(&n, "attempts"), 1);
     assert_eq!(qlen(&mut c, "q"), 0);
@@ -211,8 +195,7 @@ fn len_and_status_reflect_every_state() {
 
 #[test]
 fn pop_count() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (s, mut c) = start_server();
     let names = ["a", "b", "c", "d", "e"];
     let b = future_base(&mut c);
     for (i, n) in names.iter().enumerate() {
@@ -259,10 +242,7 @@ fn pop_count() {
         "ERR COUNT must be between 1 and 2",
     );
     // A blocked COUNT pop is woken with what is there.
-    let h = spawn_cmd(
-        blocking_conn(&s),
-        args!["ORCA.POP", "q", "BLOCK", 5000, "COUNT", 2],
-    );
+    let h = spawn_blocked(&s, args!["ORCA.POP", "q", "BLOCK", 5000, "COUNT", 2]);
     wait_blocked(&mut c, 1);
     enqueue(&mut c, "q", &config("g", None, 0));
     match joined(h).0 {
@@ -278,8 +258,7 @@ fn pop_count() {
 
 #[test]
 fn ack_removes_and_keeps_results() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     for k in ["a", "b", "c", "d"] {
         enqueue(&mut c, "q", &config(k, None, 0));
     }
@@ -387,8 +366,7 @@ fn ack_removes_and_keeps_results() {
 
 #[test]
 fn ack_with_a_wrong_token_is_refused() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     enqueue(&mut c, "q", &config("a", None, 0));
     enqueue(&mut c, "q", &config("b", None, 0));
     let fa = pop_with(&mut c, "q", &[]).expect("a");
@@ -438,11 +416,9 @@ fn ack_with_a_wrong_token_is_refused() {
 /// and it does expire it at the new one.
 #[test]
 fn extend_pushes_the_deadline() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let ka = key_of("a");
-    enqueue(&mut c, "q", &config("a", None, 0));
-    let p = pop_with(&mut c, "q", &args!["LEASE", 300]).expect("a");
+    let p = leased(&mut c, "q", "a", 300);
     let t1 = lease(&p);
     let original = int(&p, "deadline");
     let before = server_ms(&mut c);
@@ -498,9 +474,7 @@ fn extend_pushes_the_deadline() {
         "ERR lease time must be between 0 and",
     );
     as_int(&ok(&mut c, &args!["ORCA.EXTEND", "q", &ka, &t2, 60_000]));
-    must_ack(&mut c, "q", &ka, &t2);
-    assert_eq!(status(&mut c, "q", &ka), None);
-    assert_check(&mut c, "q");
+    assert_acked_and_gone(&mut c, "q", &ka, &t2);
 }
 
 /// EXTEND with `NOW` pinned: the form the server itself replicates
@@ -509,12 +483,9 @@ fn extend_pushes_the_deadline() {
 /// exact arity 5 in src/redis/cmdinfo.rs.)
 #[test]
 fn extend_with_pinned_now_as_replicated() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
-    let b = future_base(&mut c);
+    let (_s, mut c, b) = start_pinned();
     let ka = key_of("a");
-    enqueue_at(&mut c, "q", &config("a", None, 0), b);
-    let p = must_pop_at(&mut c, "q", 1000, b);
+    let p = leased_at(&mut c, "q", "a", 1000, b);
     let t1 = lease(&p);
     assert_eq!(int(&p, "deadline"), b + 1000);
     let d = as_int(&ok(

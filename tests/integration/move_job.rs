@@ -4,16 +4,29 @@
 
 use crate::common::*;
 
-#[test]
-fn move_release_seed_example() {
-    // Variant 1: independent jobs (each its own collation or none).
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+/// Seed 000's independent jobs: j1..j5 enqueued at 1000..5000, each in a
+/// collation of its own or none.
+fn independent_jobs(c: &mut Con, q: &str) {
     let colls = [Some("user.1"), None, Some("team.1"), Some("user.2"), None];
     for (i, coll) in colls.iter().enumerate() {
         let name = format!("j{}", i + 1);
-        enqueue_at(&mut c, "q", &config(&name, *coll, 0), 1000 * (i as i64 + 1));
+        enqueue_at(c, q, &config(&name, *coll, 0), 1000 * (i as i64 + 1));
     }
+}
+
+/// Seed 000's collation: j5..j1 enqueued at 1000..5000 into one LIFO
+/// collation (the stack j1..j5 over reservations 1000..5000).
+fn one_collation(c: &mut Con, q: &str) {
+    for (i, n) in ["j5", "j4", "j3", "j2", "j1"].iter().enumerate() {
+        enqueue_at(c, q, &config(n, Some("user.1"), 0), 1000 * (i as i64 + 1));
+    }
+}
+
+#[test]
+fn move_release_seed_example() {
+    // Variant 1: independent jobs (each its own collation or none).
+    let (s, mut c) = start_server();
+    independent_jobs(&mut c, "q");
     let f = move_at(&mut c, "q", &key_of("j1"), "RELEASE", 10_000);
     assert_write_fields(&f, &[]);
     assert_eq!(text(&f, "key"), key_of("j1"));
@@ -42,14 +55,7 @@ fn move_release_seed_example() {
     // Variant 2: all jobs in one LIFO collation (stack j1..j5), released
     // at a time earlier than every reservation.
     let mut c2 = s.conn();
-    for (i, n) in ["j5", "j4", "j3", "j2", "j1"].iter().enumerate() {
-        enqueue_at(
-            &mut c2,
-            "c",
-            &config(n, Some("user.1"), 0),
-            1000 * (i as i64 + 1),
-        );
-    }
+    one_collation(&mut c2, "c");
     let f = move_at(&mut c2, "c", &key_of("j1"), "RELEASE", 10);
     assert_eq!(int(&f, "immediate"), 1);
     assert!(int(&f, "release_at") <= 10);
@@ -74,13 +80,8 @@ fn move_release_seed_example() {
 #[test]
 fn move_delay_seed_example() {
     // Variant 1: independent jobs.
-    let s = Server::start(&[]);
-    let mut c = s.conn();
-    let colls = [Some("user.1"), None, Some("team.1"), Some("user.2"), None];
-    for (i, coll) in colls.iter().enumerate() {
-        let name = format!("j{}", i + 1);
-        enqueue_at(&mut c, "q", &config(&name, *coll, 0), 1000 * (i as i64 + 1));
-    }
+    let (_s, mut c) = start_server();
+    independent_jobs(&mut c, "q");
     let f = move_at(&mut c, "q", &key_of("j1"), "DELAY", 9000);
     assert_write_fields(&f, &[]);
     assert_eq!(int(&f, "immediate"), 0);
@@ -98,14 +99,7 @@ fn move_delay_seed_example() {
 
     // Variant 2: one LIFO collation; the delayed jobs go to the back of the
     // stack, the others keep their reservations.
-    for (i, n) in ["j5", "j4", "j3", "j2", "j1"].iter().enumerate() {
-        enqueue_at(
-            &mut c,
-            "c",
-            &config(n, Some("user.1"), 0),
-            1000 * (i as i64 + 1),
-        );
-    }
+    one_collation(&mut c, "c");
     assert_eq!(
         int(
             &move_at(&mut c, "c", &key_of("j1"), "DELAY", 1),
@@ -145,8 +139,7 @@ fn move_delay_seed_example() {
 
 #[test]
 fn move_delay_buffer_setting_and_option() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let got: Vec<String> = redis::cmd("CONFIG")
         .arg("GET")
         .arg("orca.move-to-back-buffer")
@@ -193,8 +186,7 @@ fn move_delay_buffer_setting_and_option() {
 
 #[test]
 fn move_errors() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     enqueue_at(&mut c, "q", &config("a", Some("user.1"), 0), 1000);
     enqueue_at(&mut c, "q", &config("b", None, 0), 1000);
     immediate_at(&mut c, "q", &config("i", Some("user.1"), 0), 1000);

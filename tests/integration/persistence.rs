@@ -98,8 +98,7 @@ fn rdb_save_then_kill9_is_invisible() {
 
 #[test]
 fn dump_restore_roundtrip() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     setup_orders(&mut c);
     Workload::new(21, true, &WORKLOAD_QUEUES).run(&mut c, 300);
     for q in WORKLOAD_QUEUES {

@@ -89,8 +89,7 @@ fn check_against_brute_force(
 }
 
 fn random_positions(seed: u64, order: &str) {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let q = "q";
     ok(&mut c, &args!["ORCA.SETTINGS", q, "ORDER", order]);
     let pool: Vec<String> = (0..36).map(|i| format!("job{i}")).collect();
@@ -234,8 +233,7 @@ fn positions_match_brute_force_fifo() {
 /// the job at position 1 (same nonce, release time, payload, ...).
 #[test]
 fn status_positions_agree_with_pop() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let mut rng = Rng::new(7);
     let mut queued: HashSet<String> = HashSet::new();
     let colls = [Some("user.1"), Some("user.2"), Some("team.1"), None];
@@ -413,8 +411,7 @@ fn window(items: &[Fields], offset: usize, limit: usize) -> Vec<Fields> {
 
 #[test]
 fn list_pages_and_filters() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let q = "p";
     let tables = meta_tables();
     let colls = [Some("user.1"), Some("user.2"), Some("team.t"), None];

@@ -199,8 +199,7 @@ fn extend_reaches_the_replica() {
     let mut c = m.conn();
     let mut rc = r.conn();
     let ka = key_of("a");
-    enqueue(&mut c, "q", &config("a", None, 0));
-    let p = pop_with(&mut c, "q", &args!["LEASE", 60_000]).expect("a");
+    let p = leased(&mut c, "q", "a", 60_000);
     let d = as_int(&ok(
         &mut c,
         &args!["ORCA.EXTEND", "q", &ka, lease(&p), 600_000],
@@ -329,7 +328,7 @@ fn replica_follows_leases_acks_nacks_and_expiry() {
         &args!["ORCA.NACK", q, text(&f, "key"), lease(&f), "DELAY", 0],
     );
     // a blocked pop on another queue, woken by an enqueue
-    let h = spawn_cmd(blocking_conn(&m), args!["ORCA.POP", "wq2", "BLOCK", 5000]);
+    let h = spawn_blocked(&m, args!["ORCA.POP", "wq2", "BLOCK", 5000]);
     wait_blocked(&mut c, 1);
     enqueue(&mut c, "wq2", &config("blocked", None, 0));
     enqueue(&mut c, "wq2", &config("stays", None, 0));

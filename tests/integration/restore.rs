@@ -46,8 +46,7 @@ fn valid_or_refused(c: &mut redis::Connection, what: &str, payload: &[u8]) -> bo
 #[test]
 fn restore_refuses_forged_payloads() {
     assert_eq!(crc64(b"123456789"), 0xe9c6_d914_c4b8_d9ca);
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     rich_queue(&mut c, "q");
     let dq = digest(&mut c, "q");
     let payload = as_bytes(&ok(&mut c, &args!["DUMP", "q"]));

@@ -12,8 +12,7 @@ use crate::common::*;
 
 #[test]
 fn nack_backoff_holds_the_job_until_retry_at() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     config_set(&mut c, "orca.retry-base", 200);
     config_set(&mut c, "orca.retry-cap", 1000);
     config_set(&mut c, "orca.max-attempts", 0);
@@ -71,10 +70,7 @@ fn nack_backoff_holds_the_job_until_retry_at() {
     assert_eq!(int(&p, "attempt"), 6);
 
     // DELAY 0: available at once.
-    let n = fields(ok(
-        &mut c,
-        &args!["ORCA.NACK", "q", &ka, lease(&p), "DELAY", 0, "NOW", now],
-    ));
+    let n = nack_with(&mut c, "q", &ka, &lease(&p), &args!["DELAY", 0, "NOW", now]);
     assert_eq!(text(&n, "outcome"), "retry");
     assert_eq!(int(&n, "retry_at"), now);
     assert_eq!(qlen(&mut c, "q"), 1);
@@ -86,19 +82,13 @@ fn nack_backoff_holds_the_job_until_retry_at() {
     assert_eq!(int(&p, "attempt"), 7);
 
     // An explicit DELAY overrides the backoff.
-    let n = fields(ok(
+    let n = nack_with(
         &mut c,
-        &args![
-            "ORCA.NACK",
-            "q",
-            &ka,
-            lease(&p),
-            "DELAY",
-            5000,
-            "NOW",
-            now + 1
-        ],
-    ));
+        "q",
+        &ka,
+        &lease(&p),
+        &args!["DELAY", 5000, "NOW", now + 1],
+    );
     assert_eq!(int(&n, "retry_at"), now + 5001);
     assert_eq!(pop_at(&mut c, "q", 10_000, now + 5000), None);
     assert!(pop_at(&mut c, "q", 10_000, now + 5001).is_some());
@@ -109,8 +99,7 @@ fn nack_backoff_holds_the_job_until_retry_at() {
 /// while the server time is before retry_at, and the job comes back after.
 #[test]
 fn nack_backoff_on_the_server_clock() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     config_set(&mut c, "orca.retry-base", 300);
     config_set(&mut c, "orca.retry-cap", 10_000);
     enqueue(&mut c, "q", &config("a", None, 0));
@@ -229,19 +218,13 @@ fn max_attempts_dead_list_requeue_purge() {
     enqueue_at(&mut c, "q", &config("z", None, 0), b + 40_002);
     let pz = must_pop_at(&mut c, "q", 1000, b + 40_003);
     assert_eq!(text(&pz, "key"), kz);
-    let n = fields(ok(
+    let n = nack_with(
         &mut c,
-        &args![
-            "ORCA.NACK",
-            "q",
-            &kz,
-            lease(&pz),
-            "NOW",
-            b + 40_004,
-            "MAXATTEMPTS",
-            1
-        ],
-    ));
+        "q",
+        &kz,
+        &lease(&pz),
+        &args!["NOW", b + 40_004, "MAXATTEMPTS", 1],
+    );
     assert_eq!(text(&n, "outcome"), "dead");
     let dl = dead_list(&mut c, "q", &[]);
     let order: Vec<String> = dl.iter().map(|f| text(f, "key")).collect();
@@ -314,12 +297,9 @@ fn expired_leases_count_as_attempts() {
 /// threshold pinned by MAXATTEMPTS.
 #[test]
 fn pinned_tick_expires_and_buries() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
-    let b = future_base(&mut c);
+    let (_s, mut c, b) = start_pinned();
     let ka = key_of("a");
-    enqueue_at(&mut c, "q", &config("a", None, 0), b);
-    let p = must_pop_at(&mut c, "q", 100, b);
+    let p = leased_at(&mut c, "q", "a", 100, b);
     assert_eq!(int(&p, "deadline"), b + 100);
     let t = fields(ok(&mut c, &args!["ORCA.TICK", "q", "NOW", b + 99]));
     assert_eq!(int(&t, "expired"), 0);
@@ -349,9 +329,7 @@ fn pinned_tick_expires_and_buries() {
 
 #[test]
 fn regrade_while_leased() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
-    let b = future_base(&mut c);
+    let (_s, mut c, b) = start_pinned();
     let k = key_of("r");
     let (v1, v2, v3, v4) = (
         revised("r", 1),
@@ -422,25 +400,24 @@ fn regrade_while_leased() {
         &args!["ORCA.ACK", "q", &k, lease(&p3)],
         LEASE_NOT_HELD,
     );
-    must_ack(&mut c, "q", &k, &lease(&p4));
-    assert_eq!(status(&mut c, "q", &k), None);
-    assert_check(&mut c, "q");
+    assert_acked_and_gone(&mut c, "q", &k, &lease(&p4));
 }
 
 /// A regrade while the job waits for its retry: the newer config runs, the
 /// pending retry is dropped and never comes back on top of it.
 #[test]
 fn regrade_while_delayed_drops_the_retry() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
-    let b = future_base(&mut c);
+    let (_s, mut c, b) = start_pinned();
     let k = key_of("r");
     enqueue_at(&mut c, "q", &revised("r", 1), b);
     let p = must_pop_at(&mut c, "q", 10_000, b + 1);
-    let n = fields(ok(
+    let n = nack_with(
         &mut c,
-        &args!["ORCA.NACK", "q", &k, lease(&p), "DELAY", 1000, "NOW", b + 2],
-    ));
+        "q",
+        &k,
+        &lease(&p),
+        &args!["DELAY", 1000, "NOW", b + 2],
+    );
     assert_eq!(text(&n, "outcome"), "retry");
     assert_eq!(state(&mut c, "q", &k).as_deref(), Some("delayed"));
     let e = enqueue_at(&mut c, "q", &revised("r", 2), b + 3);
@@ -457,7 +434,5 @@ fn regrade_while_delayed_drops_the_retry() {
     let st = must_status(&mut c, "q", &k);
     assert_eq!(text(&st, "state"), "leased");
     assert_eq!(leases(&st).len(), 1);
-    must_ack(&mut c, "q", &k, &lease(&p2));
-    assert_eq!(status(&mut c, "q", &k), None);
-    assert_check(&mut c, "q");
+    assert_acked_and_gone(&mut c, "q", &k, &lease(&p2));
 }

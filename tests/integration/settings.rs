@@ -10,8 +10,7 @@ use redis::Value;
 
 #[test]
 fn settings_reply_defaults_and_persistence() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     // Reading the settings of a missing queue creates nothing.
     let st = settings(&mut c, "missing");
     assert_eq!(text(&st, "order"), "lifo");
@@ -111,8 +110,7 @@ fn defaults_with(changes: &[(&str, &str)]) -> HashMap<String, String> {
 
 #[test]
 fn settings_listed_and_change_behaviour() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     assert_eq!(config_get(&mut c, "orca.*"), defaults_with(&[]));
     let t = server_ms(&mut c);
 

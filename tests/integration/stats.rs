@@ -45,8 +45,7 @@ fn check_waits(f: &Fields, name: &str, expected: &[i64]) -> Option<i64> {
 
 #[test]
 fn stats_hand_computed() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let q = "s";
     // Missing key: zero counts, empty waits.
     let f = stats(&mut c, "nokey");
@@ -279,8 +278,7 @@ impl Expect {
 
 #[test]
 fn info_orca_counts() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (_s, mut c) = start_server();
     let mut e = Expect(INFO_FIELDS.iter().map(|n| (n.to_string(), 0)).collect());
     e.check(&mut c, "start");
     // Both sections are there, also in INFO everything.

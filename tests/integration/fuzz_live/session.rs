@@ -174,8 +174,3 @@ pub fn save_log(server: &Server, seed: u64) -> String {
     let _ = std::fs::copy(server.log_path(), &p);
     p.display().to_string()
 }
-
-pub fn tail(log: &str, n: usize) -> String {
-    let lines: Vec<&str> = log.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
