@@ -10,7 +10,7 @@ use orca::core::{JobKey, Move, Order, Policy, Queue, QueueError, MAX_TIME};
 
 use crate::common::{seeds, Rng};
 use crate::queue_rules::seed_queue;
-use crate::queue_sequences::{describe, Harness, DEFAULT_SEEDS};
+use crate::queue_sequences::{describe, Harness};
 use crate::support::*;
 use crate::worker_rules::*;
 use crate::worker_sequences::{deliveries, COLLS};
@@ -353,7 +353,7 @@ pub fn decode_fuzz() {
     }
     let mut accepted = 0usize;
     let mut rejected = 0usize;
-    let fuzz_seeds: Vec<u64> = seeds(&DEFAULT_SEEDS).into_iter().take(3).collect();
+    let fuzz_seeds: Vec<u64> = seeds(&SEEDS).into_iter().take(3).collect();
     for &seed in &fuzz_seeds {
         let mut rng = Rng::new(seed ^ 0xF022);
         for (name, base) in &bases {

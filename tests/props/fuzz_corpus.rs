@@ -39,11 +39,7 @@ pub fn replay(dir: &str) -> (usize, Vec<String>) {
             let data = std::fs::read(&path).expect("read input");
             ran += 1;
             if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(&data))) {
-                let msg = p
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
+                let msg = crate::support::panic_text(&*p);
                 failed.push(format!("{}: {msg}", path.display()));
             }
         }

@@ -73,24 +73,34 @@ pub fn seed_queue_layout() {
     }
 }
 
+/// Pairs of the seed queue's jobs that the seed-000 examples move one after
+/// the other.
+const MOVED_PAIRS: [(&str, &str); 5] = [
+    ("j1", "j2"),
+    ("j4", "j1"),
+    ("j6", "j3"),
+    ("j2", "j5"),
+    ("j3", "j1"),
+];
+
+/// The seed queue in `order`, and for a test that moves `a` and `b` the
+/// other jobs in pop order with what the core reports of each (which the
+/// moves must not change).
+fn seed_queue_but(order: Order, a: &str, b: &str) -> (Queue, Vec<String>, Vec<Info>) {
+    let q = seed_queue(order);
+    let others: Vec<String> = order_of(&q)
+        .into_iter()
+        .filter(|n| *n != a && *n != b)
+        .collect();
+    let kept: Vec<Info> = others.iter().map(|n| info_of(&q, n)).collect();
+    (q, others, kept)
+}
+
 #[test]
 pub fn seed_examples_release_then_release() {
     for order in [Order::Lifo, Order::Fifo] {
-        for (a, b) in [
-            ("j1", "j2"),
-            ("j4", "j1"),
-            ("j6", "j3"),
-            ("j2", "j5"),
-            ("j3", "j1"),
-        ] {
-            let mut q = seed_queue(order);
-            let before = order_of(&q);
-            let others: Vec<String> = before
-                .iter()
-                .filter(|n| *n != a && *n != b)
-                .cloned()
-                .collect();
-            let kept: Vec<Info> = others.iter().map(|n| info_of(&q, n)).collect();
+        for &(a, b) in &MOVED_PAIRS {
+            let (mut q, others, kept) = seed_queue_but(order, a, b);
             let ia = conv(&q.move_job(&k(a), Move::Release, 100).unwrap());
             q.check().unwrap();
             assert_eq!(order_of(&q)[0], a, "{order:?}: release {a} -> front");
@@ -129,22 +139,8 @@ pub fn seed_examples_release_then_release() {
 #[test]
 pub fn seed_examples_delay_then_delay() {
     for order in [Order::Lifo, Order::Fifo] {
-        for (a, b) in [
-            ("j1", "j2"),
-            ("j4", "j1"),
-            ("j6", "j3"),
-            ("j2", "j5"),
-            ("j3", "j1"),
-            ("j2", "j4"),
-        ] {
-            let mut q = seed_queue(order);
-            let before = order_of(&q);
-            let others: Vec<String> = before
-                .iter()
-                .filter(|n| *n != a && *n != b)
-                .cloned()
-                .collect();
-            let kept: Vec<Info> = others.iter().map(|n| info_of(&q, n)).collect();
+        for &(a, b) in MOVED_PAIRS.iter().chain(&[("j2", "j4")]) {
+            let (mut q, others, kept) = seed_queue_but(order, a, b);
             // The last reservation is j2's/j5's at 54.
             let ia = conv(
                 &q.move_job(&k(a), Move::Delay { buffer: 10_000 }, 100)

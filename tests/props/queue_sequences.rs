@@ -21,29 +21,6 @@ use crate::common::{json_str, seeds, steps, Rng};
 use crate::queue_model::*;
 use crate::support::*;
 
-pub const DEFAULT_SEEDS: [u64; 20] = [
-    1,
-    2,
-    3,
-    4,
-    5,
-    6,
-    7,
-    8,
-    42,
-    1337,
-    0xDEAD_BEEF,
-    0xC0FF_EE00,
-    123_456_789,
-    987_654_321,
-    31_337,
-    2024,
-    77,
-    0x5EED_0000_0001,
-    0xFFFF_FFFF_FFFF_FFFF,
-    0x0123_4567_89AB_CDEF,
-];
-
 // Short names are packed into the collation record, longer ones (ids over
 // 15 bytes) kept aside (src/core/names.rs): both kinds are exercised.
 pub const COLLS: [&str; 4] = [
@@ -349,19 +326,9 @@ impl Harness {
             } => {
                 let c = pool_cfg(*key, self.pool[*key], *coll, *priority, *json)?;
                 let want = self.model.enqueue(&c, payload, *now);
-                let got = self
-                    .q
-                    .enqueue(&c, payload, *now)
-                    .map(|(i, b)| (conv(&i), b));
-                let twin = self
-                    .twin
-                    .enqueue(&c, payload, *now)
-                    .map(|(i, b)| (conv(&i), b));
-                ensure!(got == want, "enqueue returned {got:?}, model says {want:?}");
-                ensure!(
-                    twin == got,
-                    "decoded twin: enqueue returned {twin:?}, queue {got:?}"
-                );
+                let got = self.on_both("enqueue", &want, |q| {
+                    q.enqueue(&c, payload, *now).map(|(i, b)| (conv(&i), b))
+                })?;
                 let label = match &got {
                     Err(e) => format!("enqueue: {e:?}"),
                     Ok((_, true)) => {
@@ -383,22 +350,10 @@ impl Harness {
                 let c = pool_cfg(*key, self.pool[*key], *coll, 0, *json)?;
                 let was = kind_of(self.model.job(&c.job_key));
                 let want = self.model.put_immediate(&c, payload, *arrival);
-                let got = self
-                    .q
-                    .put_immediate(&c, payload, *arrival)
-                    .map(|(i, b)| (conv(&i), b));
-                let twin = self
-                    .twin
-                    .put_immediate(&c, payload, *arrival)
-                    .map(|(i, b)| (conv(&i), b));
-                ensure!(
-                    got == want,
-                    "put_immediate returned {got:?}, model says {want:?}"
-                );
-                ensure!(
-                    twin == got,
-                    "decoded twin: put_immediate returned {twin:?}, queue {got:?}"
-                );
+                let got = self.on_both("put_immediate", &want, |q| {
+                    q.put_immediate(&c, payload, *arrival)
+                        .map(|(i, b)| (conv(&i), b))
+                })?;
                 let label = match &got {
                     Err(e) => format!("immediate: {e:?}"),
                     Ok((_, true)) => "immediate: new".to_string(),
@@ -418,16 +373,9 @@ impl Harness {
                 let jk = self.pool[*key];
                 let was = kind_of(self.model.job(&jk));
                 let want = self.model.move_job(&jk, how, at);
-                let got = self.q.move_job(&jk, how, at).map(|i| conv(&i));
-                let twin = self.twin.move_job(&jk, how, at).map(|i| conv(&i));
-                ensure!(
-                    got == want,
-                    "move_job returned {got:?}, model says {want:?}"
-                );
-                ensure!(
-                    twin == got,
-                    "decoded twin: move_job returned {twin:?}, queue {got:?}"
-                );
+                let got = self.on_both("move_job", &want, |q| {
+                    q.move_job(&jk, how, at).map(|i| conv(&i))
+                })?;
                 let label = match &got {
                     Err(e) => format!("{name}: {e:?} ({was})"),
                     Ok(_) => format!("{name}: of {was}"),
@@ -438,26 +386,14 @@ impl Harness {
                 let jk = self.pool[*key];
                 let was = kind_of(self.model.job(&jk));
                 let want = Ok(self.model.delete(&jk));
-                let got = self.q.delete(&jk);
-                let twin = self.twin.delete(&jk);
-                ensure!(got == want, "delete returned {got:?}, model says {want:?}");
-                ensure!(
-                    twin == got,
-                    "decoded twin: delete returned {twin:?}, queue {got:?}"
-                );
+                let _ = self.on_both("delete", &want, |q| q.delete(&jk))?;
                 (Some(jk), false, format!("delete: {was}"))
             }
             Op::Pop => {
                 let first = self.model.pop_order().first().copied();
                 let was = kind_of(first.and_then(|k| self.model.job(&k)));
                 let want = Ok(self.model.pop());
-                let got = self.q.pop().map(|o| o.as_ref().map(conv));
-                let twin = self.twin.pop().map(|o| o.as_ref().map(conv));
-                ensure!(got == want, "pop returned {got:?}, model says {want:?}");
-                ensure!(
-                    twin == got,
-                    "decoded twin: pop returned {twin:?}, queue {got:?}"
-                );
+                let got = self.on_both("pop", &want, |q| q.pop().map(|o| o.as_ref().map(conv)))?;
                 let touched = match &got {
                     Ok(Some(info)) => {
                         self.last_popped = Some((self.pool_index[&info.key], info.created_at));
@@ -486,6 +422,24 @@ impl Harness {
             );
         }
         Ok((touched, label))
+    }
+
+    /// `f` on the queue and on its decoded twin: the queue's answer, which
+    /// must be `want` (the model's) and the twin's answer too.
+    pub fn on_both<T: PartialEq + std::fmt::Debug>(
+        &mut self,
+        what: &str,
+        want: &T,
+        f: impl Fn(&mut Queue) -> T,
+    ) -> Result<T, String> {
+        let got = f(&mut self.q);
+        let twin = f(&mut self.twin);
+        ensure!(got == *want, "{what} returned {got:?}, model says {want:?}");
+        ensure!(
+            twin == got,
+            "decoded twin: {what} returned {twin:?}, queue {got:?}"
+        );
+        Ok(got)
     }
 
     pub fn compare_job(&self, key: &JobKey) -> Result<(), String> {
@@ -699,11 +653,7 @@ pub fn run_sequence(seed: u64, order: Order, steps: usize, stats: &mut Stats) {
             Ok(Ok(label)) => stats.add(label),
             Ok(Err(msg)) => fail(step, Some(&op), &msg, &log),
             Err(p) => {
-                let msg = p
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
+                let msg = panic_text(&*p);
                 fail(step, Some(&op), &format!("panicked: {msg}"), &log)
             }
         }
@@ -727,7 +677,7 @@ pub fn run_sequence(seed: u64, order: Order, steps: usize, stats: &mut Stats) {
 pub fn run_all(order: Order) {
     let start = Instant::now();
     let steps = steps(3000);
-    let seeds = seeds(&DEFAULT_SEEDS);
+    let seeds = seeds(&SEEDS);
     let mut stats = Stats::default();
     for &seed in &seeds {
         run_sequence(seed, order, steps, &mut stats);

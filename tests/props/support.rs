@@ -110,3 +110,35 @@ macro_rules! ensure {
 }
 
 pub(crate) use ensure;
+
+/// The message of a caught panic (`catch_unwind`'s payload).
+pub fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+/// The seeds every random test runs by default (`ORCA_PROP_SEED` runs one).
+pub const SEEDS: [u64; 20] = [
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    7,
+    8,
+    42,
+    1337,
+    0xDEAD_BEEF,
+    0xC0FF_EE00,
+    123_456_789,
+    987_654_321,
+    31_337,
+    2024,
+    77,
+    0x5EED_0000_0001,
+    0xFFFF_FFFF_FFFF_FFFF,
+    0x0123_4567_89AB_CDEF,
+];

@@ -6,6 +6,15 @@ use crate::common::{seeds, Rng};
 use super::generate::*;
 use super::*;
 
+/// `doc` through the scanner and the reference, under random limits and
+/// under none (`check`); whether serde_json accepts it.
+fn check_both(r: &mut Rng, doc: &[u8]) -> bool {
+    let limits = random_limits(r);
+    check(doc, &limits);
+    check(doc, &ConfigLimits::NONE);
+    reference_parse(doc, &ConfigLimits::NONE).is_ok()
+}
+
 #[test]
 pub fn generated_documents() {
     let n = cases();
@@ -22,11 +31,8 @@ pub fn generated_documents() {
             };
             g.document();
             let doc = g.out;
-            let limits = random_limits(&mut r);
-            check(&doc, &limits);
-            check(&doc, &ConfigLimits::NONE);
             total += 1;
-            if reference_parse(&doc, &ConfigLimits::NONE).is_ok() {
+            if check_both(&mut r, &doc) {
                 accepted += 1;
             }
         }
@@ -151,11 +157,8 @@ pub fn mutated_documents() {
             for _ in 0..1 + r.below(4) {
                 mutate(&mut r, &mut doc);
             }
-            let limits = random_limits(&mut r);
-            check(&doc, &limits);
-            check(&doc, &ConfigLimits::NONE);
             total += 1;
-            if reference_parse(&doc, &ConfigLimits::NONE).is_ok() {
+            if check_both(&mut r, &doc) {
                 accepted += 1;
             }
         }

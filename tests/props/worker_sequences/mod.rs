@@ -66,25 +66,6 @@ use crate::support::*;
 use crate::worker_model::*;
 use crate::worker_views::*;
 
-pub const DEFAULT_SEEDS: [u64; 16] = [
-    1,
-    2,
-    3,
-    4,
-    5,
-    6,
-    7,
-    42,
-    1337,
-    0xDEAD_BEEF,
-    0xC0FF_EE00,
-    123_456_789,
-    31_337,
-    2024,
-    0x5EED_0000_0001,
-    0xFFFF_FFFF_FFFF_FFFF,
-];
-
 pub const COLLS: [&str; 3] = ["user.1", "team.7", "user.2"];
 
 pub const POOL: usize = 20;
@@ -463,11 +444,7 @@ pub fn run_sequence(seed: u64, steps: usize, stats: &mut Stats) {
             Ok(Ok(label)) => *stats.counts.entry(label).or_insert(0) += 1,
             Ok(Err(msg)) => fail(step, &op, &msg, &log, &h.policy),
             Err(p) => {
-                let msg = p
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
+                let msg = panic_text(&*p);
                 fail(step, &op, &format!("panicked: {msg}"), &log, &h.policy)
             }
         }
@@ -490,7 +467,7 @@ pub fn run_sequence(seed: u64, steps: usize, stats: &mut Stats) {
 pub fn random_worker_sequences() {
     let start = Instant::now();
     let steps = steps(2000);
-    let seeds = seeds(&DEFAULT_SEEDS);
+    let seeds = seeds(&SEEDS);
     let mut stats = Stats::default();
     for &seed in &seeds {
         run_sequence(seed, steps, &mut stats);
