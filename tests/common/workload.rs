@@ -411,3 +411,39 @@ pub fn setup_orders(c: &mut redis::Connection) {
     ok(c, &args!["ORCA.SETTINGS", "q1", "ORDER", "FIFO"]);
     ok(c, &args!["ORCA.SETTINGS", "q3", "ORDER", "FIFO"]);
 }
+
+/// Everything a server shows of the workload's queues: `workload_state`,
+/// `dataset_digests`, and the pop order of each queue (popped on a copy,
+/// which leaves the dataset as it was).
+pub struct Observed {
+    pub state: BTreeMap<String, String>,
+    pub digests: BTreeMap<String, String>,
+    pub pops: Vec<Vec<BTreeMap<String, String>>>,
+}
+
+pub fn observe(c: &mut Con, queues: &[&str]) -> Observed {
+    Observed {
+        state: workload_state(c, queues),
+        digests: dataset_digests(c),
+        pops: queues.iter().map(|q| pops_via_copy(c, q)).collect(),
+    }
+}
+
+/// The server shows exactly `before` again (`what`: when, e.g. "across
+/// reload"), and every queue passes ORCA.CHECK.
+pub fn assert_observes(c: &mut Con, queues: &[&str], before: &Observed, what: &str) {
+    assert_same(
+        &format!("state {what}"),
+        &before.state,
+        &workload_state(c, queues),
+    );
+    assert_same(
+        &format!("digests {what}"),
+        &before.digests,
+        &dataset_digests(c),
+    );
+    for (q, pops) in queues.iter().zip(&before.pops) {
+        assert_check(c, q);
+        assert_eq!(&pops_via_copy(c, q), pops, "pop order of {q} {what}");
+    }
+}

@@ -315,33 +315,14 @@ fn aof_kill9_during_rewrite_loses_nothing() {
 /// compare.
 fn kill9_and_compare(s: &mut Server, queues: &[&str]) {
     let mut c = s.conn();
-    let before = workload_state(&mut c, queues);
-    let digests_before = dataset_digests(&mut c);
-    let pops_before: Vec<_> = queues.iter().map(|q| pops_via_copy(&mut c, q)).collect();
+    let before = observe(&mut c, queues);
     // The copies were written to the AOF too; they are gone again.
-    assert_eq!(dataset_digests(&mut c), digests_before);
+    assert_eq!(dataset_digests(&mut c), before.digests);
     drop(c);
     s.kill();
     s.start_again();
     let mut c = s.conn();
-    assert_same(
-        "state after AOF replay",
-        &before,
-        &workload_state(&mut c, queues),
-    );
-    assert_same(
-        "digests after AOF replay",
-        &digests_before,
-        &dataset_digests(&mut c),
-    );
-    for (q, pops) in queues.iter().zip(&pops_before) {
-        assert_check(&mut c, q);
-        assert_eq!(
-            &pops_via_copy(&mut c, q),
-            pops,
-            "pop order of {q} after AOF replay"
-        );
-    }
+    assert_observes(&mut c, queues, &before, "after AOF replay");
 }
 
 #[test]

@@ -17,44 +17,21 @@ fn reload_is_invisible(seed: u64, reload: impl FnOnce(&mut Server)) {
     setup_orders(&mut cb);
     Workload::new(seed, true, &WORKLOAD_QUEUES).run(&mut ca, 400);
     Workload::new(seed, true, &WORKLOAD_QUEUES).run(&mut cb, 400);
-    let before = workload_state(&mut ca, &WORKLOAD_QUEUES);
+    let before = observe(&mut ca, &WORKLOAD_QUEUES);
     assert_same(
         "two servers, same workload",
-        &before,
+        &before.state,
         &workload_state(&mut cb, &WORKLOAD_QUEUES),
     );
-    let pops_before: Vec<_> = WORKLOAD_QUEUES
-        .iter()
-        .map(|q| pops_via_copy(&mut ca, q))
-        .collect();
     assert!(
-        pops_before.iter().map(Vec::len).sum::<usize>() > 20,
+        before.pops.iter().map(Vec::len).sum::<usize>() > 20,
         "workload too small"
     );
-    let digests_before = dataset_digests(&mut ca);
 
     drop(ca);
     reload(&mut a);
     let mut ca = a.conn();
-
-    assert_same(
-        "state across reload",
-        &before,
-        &workload_state(&mut ca, &WORKLOAD_QUEUES),
-    );
-    assert_same(
-        "digests across reload",
-        &digests_before,
-        &dataset_digests(&mut ca),
-    );
-    for (q, pops) in WORKLOAD_QUEUES.iter().zip(&pops_before) {
-        assert_check(&mut ca, q);
-        assert_eq!(
-            &pops_via_copy(&mut ca, q),
-            pops,
-            "pop order of {q} across reload"
-        );
-    }
+    assert_observes(&mut ca, &WORKLOAD_QUEUES, &before, "across reload");
 
     // Hidden state (sequence numbers, front ties) must survive too: the
     // reloaded server keeps behaving exactly like the control.
