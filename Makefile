@@ -99,9 +99,9 @@ valgrind: build
 	rm -rf $(VALGRIND_DIR)
 	@status=0; \
 	export REDIS_SERVER=$(CURDIR)/tests/valgrind-redis.sh ORCA_VALGRIND_DIR=$(VALGRIND_DIR); \
-	cargo test --release --test commands -- --test-threads=1 || status=1; \
+	cargo test --release --test integration -- --test-threads=1 enqueue:: move_job:: delete:: bad_input:: positions::status_positions_agree_with_pop settings::settings_reply_defaults_and_persistence resp3::resp3_job_reply_is_a_map import::import_rejects_garbage || status=1; \
 	ORCA_FUZZ_COMMANDS=$(VALGRIND_FUZZ_COMMANDS) ORCA_FUZZ_TIMEOUT_SECS=600 ORCA_FUZZ_BATCH=50 \
-	  cargo test --release --test fuzz_live -- --nocapture || status=1; \
+	  cargo test --release --test integration fuzz_live -- --nocapture || status=1; \
 	tests/valgrind-report.sh $(VALGRIND_DIR) || status=1; \
 	exit $$status
 

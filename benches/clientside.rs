@@ -26,14 +26,21 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::ops::Range;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::{Connection, Value};
+
+// The test suites' server harness (free port, own directory, the binary
+// from REDIS_SERVER, killed by pid on drop) and PRNG.
+#[path = "../tests/common/rng.rs"]
+mod rng;
+#[path = "../tests/common/server.rs"]
+mod server;
+
+use rng::Rng;
+use server::Server;
 
 type Res<T> = Result<T, String>;
 
@@ -75,6 +82,24 @@ impl Opts {
     }
 }
 
+/// The options of every subcommand that works on jobs, in this order:
+/// `--port`, `--template`, the jobs `--start`..`--start + --n` over
+/// `--collations`, on `--conns` connections, in `--queue` (the defaults of
+/// `n`, `conns` and `queue` are the subcommand's).
+type JobOpts = (u16, Template, u64, u64, u64, usize, String);
+
+fn job_opts(o: &Opts, n: u64, conns: u64, queue: &str) -> Res<JobOpts> {
+    Ok((
+        o.n("port", 0)? as u16,
+        Template::load(&o.req("template")?)?,
+        o.n("start", 0)?,
+        o.n("n", n)?,
+        o.n("collations", 0)?,
+        o.n("conns", conns)?.max(1) as usize,
+        o.s("queue", queue),
+    ))
+}
+
 // ---------------------------------------------------------------- jobs
 
 /// The job template split at its `__rand_int__` placeholders.
@@ -95,6 +120,13 @@ impl Template {
                 .map(|p| p.as_bytes().to_vec())
                 .collect(),
         }
+    }
+    /// `ORCA.ENQUEUE queue <job id>` (its collation out of `collations`)
+    /// added to the pipeline `p`.
+    fn enqueue(&self, p: &mut redis::Pipeline, queue: &str, id: u64, collations: u64) {
+        p.cmd("ORCA.ENQUEUE")
+            .arg(queue)
+            .arg(self.job(id, collation_of(id, collations)));
     }
     /// The config of job `i` in collation `c` (12-digit numbers, as
     /// redis-benchmark writes `__rand_int__`).
@@ -200,24 +232,6 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// A small xorshift generator: lock-retry jitter and random picks, without a
-/// dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-}
-
 // ---------------------------------------------------------------- runner
 
 /// Run `work(thread, con)` on `conns` threads, each with its own connection,
@@ -254,6 +268,13 @@ where
     }
 }
 
+/// Thread `t`'s share of `n` items (`share`), in consecutive ranges of at
+/// most `size`: the pipelines it sends.
+fn batches(n: usize, conns: usize, t: usize, size: usize) -> impl Iterator<Item = Range<usize>> {
+    let (lo, hi) = share(n, conns, t);
+    (lo..hi).step_by(size).map(move |i| i..(i + size).min(hi))
+}
+
 /// The share `[lo, hi)` of `n` items that thread `t` of `conns` works on.
 fn share(n: usize, conns: usize, t: usize) -> (usize, usize) {
     (n * t / conns, n * (t + 1) / conns)
@@ -282,13 +303,10 @@ fn report(op: &str, ops: u64, secs: f64, extra: &[(&str, String)]) {
 /// base64(sha256) and the nonce the release time, bumped past the
 /// collation's last one.
 fn cmd_load(o: &Opts) -> Res<()> {
-    let port = o.n("port", 0)? as u16;
-    let t = Arc::new(Template::load(&o.req("template")?)?);
-    let (start, n, coll) = (o.n("start", 0)?, o.n("n", 1000)?, o.n("collations", 0)?);
+    let (port, t, start, n, coll, conns, queue) = job_opts(o, 1000, 2, "q")?;
+    let t = Arc::new(t);
     let batch = o.n("batch", 256)?.max(1) as usize;
-    let conns = o.n("conns", 2)?.max(1) as usize;
     let what = o.s("what", "module");
-    let queue = o.s("queue", "q");
     let sha = o.s("lua-sha", "");
     let ns = o.s("ns", "{n}");
     if what == "lua" && sha.is_empty() {
@@ -388,17 +406,13 @@ fn cmd_set(o: &Opts) -> Res<()> {
     let pl = o.n("pipeline", 1)?.max(1) as usize;
     let start = o.n("start", 0)?;
     let secs = run_threads(port, conns, move |th, con| {
-        let (lo, hi) = share(n, conns, th);
-        let mut i = lo;
-        while i < hi {
-            let end = (i + pl).min(hi);
+        for r in batches(n, conns, th, pl) {
             let mut p = redis::pipe();
-            for j in i..end {
+            for j in r.clone() {
                 let id = start + j as u64;
                 p.cmd("SET").arg(format!("set:{id:012}")).arg(t.job(id, id));
             }
             qp(con, &p)?;
-            i = end;
         }
         Ok(())
     })?;
@@ -409,12 +423,8 @@ fn cmd_set(o: &Opts) -> Res<()> {
 /// `ORCA.DELETE` of jobs `start..start+n` (loaded before with the same
 /// template and collations), each exactly once.
 fn cmd_delete(o: &Opts) -> Res<()> {
-    let port = o.n("port", 0)? as u16;
-    let t = Template::load(&o.req("template")?)?;
-    let (start, n, coll) = (o.n("start", 0)?, o.n("n", 1000)?, o.n("collations", 0)?);
-    let conns = o.n("conns", 4)?.max(1) as usize;
+    let (port, t, start, n, coll, conns, queue) = job_opts(o, 1000, 4, "q")?;
     let pl = o.n("pipeline", 1)?.max(1) as usize;
-    let queue = o.s("queue", "q");
     let keys: Arc<Vec<String>> = Arc::new(
         make_jobs(&t, start, n, coll)?
             .into_iter()
@@ -423,12 +433,9 @@ fn cmd_delete(o: &Opts) -> Res<()> {
     );
     let k2 = keys.clone();
     let secs = run_threads(port, conns, move |th, con| {
-        let (lo, hi) = share(k2.len(), conns, th);
-        let mut i = lo;
-        while i < hi {
-            let end = (i + pl).min(hi);
+        for r in batches(k2.len(), conns, th, pl) {
             let mut p = redis::pipe();
-            for k in &k2[i..end] {
+            for k in &k2[r.clone()] {
                 p.cmd("ORCA.DELETE").arg(&queue).arg(k);
             }
             for v in qp(con, &p)? {
@@ -436,7 +443,6 @@ fn cmd_delete(o: &Opts) -> Res<()> {
                     return Err(format!("ORCA.DELETE of a queued job replied {v:?}"));
                 }
             }
-            i = end;
         }
         Ok(())
     })?;
@@ -449,23 +455,14 @@ fn cmd_delete(o: &Opts) -> Res<()> {
 /// Enqueue+pop pairs: each pipeline holds `pipeline/2` ENQUEUE and as many
 /// `POP LEASE 0`, interleaved, so the queue's depth stays where it was.
 fn cmd_mix(o: &Opts) -> Res<()> {
-    let port = o.n("port", 0)? as u16;
-    let t = Arc::new(Template::load(&o.req("template")?)?);
-    let (start, n, coll) = (o.n("start", 0)?, o.n("n", 10_000)?, o.n("collations", 0)?);
-    let conns = o.n("conns", 4)?.max(1) as usize;
+    let (port, t, start, n, coll, conns, queue) = job_opts(o, 10_000, 4, "q")?;
+    let t = Arc::new(t);
     let pairs_per_batch = (o.n("pipeline", 16)? / 2).max(1) as usize;
-    let queue = o.s("queue", "q");
     let secs = run_threads(port, conns, move |th, con| {
-        let (lo, hi) = share(n as usize, conns, th);
-        let mut i = lo;
-        while i < hi {
-            let end = (i + pairs_per_batch).min(hi);
+        for r in batches(n as usize, conns, th, pairs_per_batch) {
             let mut p = redis::pipe();
-            for j in i..end {
-                let id = start + j as u64;
-                p.cmd("ORCA.ENQUEUE")
-                    .arg(&queue)
-                    .arg(t.job(id, collation_of(id, coll)));
+            for j in r.clone() {
+                t.enqueue(&mut p, &queue, start + j as u64, coll);
                 p.cmd("ORCA.POP").arg(&queue).arg("LEASE").arg(0);
             }
             for (k, v) in qp(con, &p)?.iter().enumerate() {
@@ -473,7 +470,6 @@ fn cmd_mix(o: &Opts) -> Res<()> {
                     return Err("ORCA.POP found the queue empty during mix".into());
                 }
             }
-            i = end;
         }
         Ok(())
     })?;
@@ -484,27 +480,18 @@ fn cmd_mix(o: &Opts) -> Res<()> {
 /// The full worker cycle: ENQUEUE, POP with a lease, ACK with the token the
 /// pop returned. With `--pipeline P` each step is a pipeline of P commands.
 fn cmd_cycle(o: &Opts) -> Res<()> {
-    let port = o.n("port", 0)? as u16;
-    let t = Arc::new(Template::load(&o.req("template")?)?);
-    let (start, n, coll) = (o.n("start", 0)?, o.n("n", 10_000)?, o.n("collations", 0)?);
-    let conns = o.n("conns", 4)?.max(1) as usize;
+    let (port, t, start, n, coll, conns, queue) = job_opts(o, 10_000, 4, "q")?;
+    let t = Arc::new(t);
     let pl = o.n("pipeline", 1)?.max(1) as usize;
-    let queue = o.s("queue", "q");
     let secs = run_threads(port, conns, move |th, con| {
-        let (lo, hi) = share(n as usize, conns, th);
-        let mut i = lo;
-        while i < hi {
-            let end = (i + pl).min(hi);
+        for r in batches(n as usize, conns, th, pl) {
             let mut p = redis::pipe();
-            for j in i..end {
-                let id = start + j as u64;
-                p.cmd("ORCA.ENQUEUE")
-                    .arg(&queue)
-                    .arg(t.job(id, collation_of(id, coll)));
+            for j in r.clone() {
+                t.enqueue(&mut p, &queue, start + j as u64, coll);
             }
             qp(con, &p)?;
             let mut p = redis::pipe();
-            for _ in i..end {
+            for _ in r.clone() {
                 p.cmd("ORCA.POP").arg(&queue).arg("LEASE").arg(600_000);
             }
             let popped = qp(con, &p)?;
@@ -527,7 +514,6 @@ fn cmd_cycle(o: &Opts) -> Res<()> {
                     }
                 }
             }
-            i = end;
         }
         Ok(())
     })?;
@@ -598,7 +584,7 @@ impl Proto {
             let wait = if self.retry_us == 0 {
                 0
             } else {
-                rng.next() % self.retry_us
+                rng.below(self.retry_us)
             };
             if wait == 0 {
                 std::thread::yield_now();
@@ -805,13 +791,9 @@ impl Proto {
 /// `protocol --impl clientside|module --op enqueue|pop`: each of `conns`
 /// threads runs its share of `n` operations one after the other.
 fn cmd_protocol(o: &Opts) -> Res<()> {
-    let port = o.n("port", 0)? as u16;
-    let t = Template::load(&o.req("template")?)?;
-    let (start, n, coll) = (o.n("start", 0)?, o.n("n", 2000)?, o.n("collations", 0)?);
-    let conns = o.n("conns", 4)?.max(1) as usize;
+    let (port, t, start, n, coll, conns, queue) = job_opts(o, 2000, 4, "pq")?;
     let imp = o.s("impl", "clientside");
     let op = o.s("op", "enqueue");
-    let queue = o.s("queue", "pq");
     let rtt_us = o.n("rtt-us", 0)?;
     let mut con = connect(port)?;
     let unlock_sha = text(&q(
@@ -896,79 +878,10 @@ fn cmd_protocol(o: &Opts) -> Res<()> {
 
 // ---------------------------------------------------------------- standalone
 
-/// A redis-server with the module on a free port in a temp dir, killed (by
-/// its pid) and removed on drop.
-struct Server {
-    port: u16,
-    dir: PathBuf,
-    child: Child,
-}
-
-impl Server {
-    fn start() -> Res<Server> {
-        let module = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/liborca.so");
-        if !module.is_file() {
-            return Err(format!(
-                "{} not found: run `make build` first",
-                module.display()
-            ));
-        }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(e2s)?
-            .port();
-        let dir = std::env::temp_dir().join(format!("orca-clientside-{}", std::process::id()));
-        fs::create_dir_all(&dir).map_err(e2s)?;
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .arg("--dir")
-            .arg(&dir)
-            .arg("--loadmodule")
-            .arg(&module)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("redis-server: {e}"))?;
-        let s = Server { port, dir, child };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok(mut c) = TcpStream::connect(("127.0.0.1", port)) {
-                let mut buf = [0u8; 16];
-                if c.write_all(b"PING\r\n").is_ok()
-                    && c.read(&mut buf).map(|n| n > 0).unwrap_or(false)
-                {
-                    return Ok(s);
-                }
-            }
-            if Instant::now() > deadline {
-                return Err("redis-server did not start".into());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
-
 const DEFAULT_TEMPLATE: &str = include_str!("job.json");
 
 fn standalone() -> Res<()> {
-    let s = Server::start()?;
+    let s = Server::start(&[]);
     let tpl = s.dir.join("job.json");
     fs::write(&tpl, DEFAULT_TEMPLATE).map_err(e2s)?;
     let (port, tpl) = (s.port.to_string(), tpl.display().to_string());

@@ -2,7 +2,7 @@
 # redis-server under valgrind (memcheck), used as the test harness's
 # REDIS_SERVER by `make valgrind`:
 #
-#   REDIS_SERVER=tests/valgrind-redis.sh cargo test --release --test commands
+#   REDIS_SERVER=$PWD/tests/valgrind-redis.sh cargo test --release --test integration -- enqueue::
 #
 # The harness checks that the process answering PING is the one it spawned,
 # so this script execs valgrind (same pid). One report per server:

@@ -7,7 +7,7 @@
 //! replaced accepted (`serde_json::from_slice` into a derived borrowed struct,
 //! `IgnoredAny` for unknown fields), and reads the same values from them,
 //! because configs are replayed from AOF files and replicas: an input must
-//! mean the same on every version. `tests/config_diff.rs` keeps that serde
+//! mean the same on every version. `tests/props/config_diff/` keeps that serde
 //! parse as the oracle (`tests/fuzz/src/config_ref.rs`) and compares the two
 //! on generated and mutated inputs; so does the `config` fuzz target. What
 //! serde_json does, and so what this does:

@@ -3,11 +3,11 @@
 //! replaced it (commit 49bbe11), logic unchanged but for the `gate` field
 //! added since (a string or null, non-empty, bounded). Configs are replayed from
 //! AOF files and replicas, so the scanner must accept exactly what this
-//! accepts and read the same `JobConfig` from it; `tests/config_diff.rs` and
-//! the `config` fuzz target compare the two.
+//! accepts and read the same `JobConfig` from it; `tests/props/config_diff/`
+//! and the `config` fuzz target compare the two.
 //!
 //! Included as a module by `src/lib.rs` (the fuzz crate, and through it
-//! `tests/fuzz_corpus.rs`) and by `tests/config_diff.rs`.
+//! `tests/props/fuzz_corpus.rs`, whose copy `tests/props/config_diff/` uses).
 
 use orca::core::config::{orca_key, ConfigLimits, JobConfig};
 use orca::core::{QueueError, MAX_TIME};

@@ -1,7 +1,7 @@
 //! The checks behind the cargo-fuzz targets (`fuzz_targets/*.rs` call these).
 //! Plain Rust with no libFuzzer dependency, so the same functions replay the
-//! committed corpus on stable (`tests/fuzz_corpus.rs` in the main crate
-//! includes this file as a module).
+//! committed corpus on stable (`tests/props/fuzz_corpus.rs` in the main
+//! crate includes this file as a module).
 //!
 //! - `config`: `parse_config` on arbitrary bytes: never panics; what it
 //!   accepts is in range and can be enqueued; the limited parser is stricter;

@@ -1,6 +1,9 @@
-//! Shared by the property suites (`core_props.rs`, `worker_props.rs`): a
-//! deterministic PRNG and the run parameters (`ORCA_PROP_SEED`,
-//! `ORCA_PROP_STEPS`).
+//! The deterministic PRNG of every random test, and the run parameters they
+//! read from the environment (seeds, steps).
+//!
+//! Self-contained (std only): `benches/clientside.rs` includes this file
+//! with `#[path]`.
+
 #![allow(dead_code)]
 
 /// xorshift64* (Vigna), seeded through splitmix64 so small seeds are fine.
@@ -34,16 +37,30 @@ impl Rng {
         lo + self.below((hi - lo + 1) as u64) as i64
     }
 
-    pub fn pct(&mut self, p: u64) -> bool {
-        self.below(100) < p
+    /// True with probability `percent`%.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
     }
 
-    pub fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
-        &v[self.below(v.len() as u64) as usize]
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
     }
 }
 
-/// The seeds to run: `ORCA_PROP_SEED` (decimal or 0x-hex) or `defaults`.
+/// A u64 from the environment (decimal or 0x-hex); `None` if unset or not
+/// a number.
+pub fn env_u64(name: &str) -> Option<u64> {
+    let v = std::env::var(name).ok()?;
+    let v = v.trim();
+    if let Some(hex) = v.strip_prefix("0x") {
+        u64::from_str_radix(hex, 16).ok()
+    } else {
+        v.parse().ok()
+    }
+}
+
+/// The seeds of the property tests: `ORCA_PROP_SEED` (decimal or 0x-hex)
+/// alone, or `defaults`.
 pub fn seeds(defaults: &[u64]) -> Vec<u64> {
     match std::env::var("ORCA_PROP_SEED") {
         Ok(s) => {
@@ -59,7 +76,8 @@ pub fn seeds(defaults: &[u64]) -> Vec<u64> {
     }
 }
 
-/// Steps per random sequence: `ORCA_PROP_STEPS` or `default`.
+/// Steps per random sequence of the property tests: `ORCA_PROP_STEPS` or
+/// `default`.
 pub fn steps(default: usize) -> usize {
     std::env::var("ORCA_PROP_STEPS")
         .ok()

@@ -1,46 +1,16 @@
 //! Redis Cluster: three masters with the module, joined by
-//! `redis-cli --cluster create`; ~50 queues driven through a cluster-aware
-//! client (routing by the queue key, the first argument); then the slot of a
-//! live queue (collations, leases, a retry, a dead job, a result) moves to
-//! another node with `CLUSTER SETSLOT ... IMPORTING/MIGRATING`, `MIGRATE`
-//! and `CLUSTER SETSLOT ... NODE`. The queue arrives intact (same digest,
-//! `ORCA.CHECK` OK everywhere), its leases still ack and still expire on the
-//! new node, and the cluster client keeps serving it.
-
-mod common;
+//! `redis-cli --cluster create`; a cluster client routes every queue to its
+//! slot's node, and a queue moved to another node by `MIGRATE` arrives
+//! intact.
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use redis::cluster::{ClusterClient, ClusterConnection};
-use redis::{ConnectionLike, Value};
-
-const LONG: i64 = 600_000;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
-fn redis_cli_bin() -> String {
-    std::env::var("REDIS_CLI").unwrap_or_else(|_| "redis-cli".to_string())
-}
-
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        if Instant::now() > deadline {
-            panic!("timed out waiting for {what}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+use redis::ConnectionLike;
+use redis::Value;
 
 /// A cluster node: its cluster bus port is chosen free too
 /// (`--cluster-port`), so it need not be port + 10000.

@@ -1,46 +1,59 @@
-//! Bugs found by the fuzzers (`tests/fuzz_live.rs`, `tests/fuzz/`), each kept
-//! as a minimized reproduction against a real server. Each test states the
-//! guarantee it checks (docs/security.md); it fails until the bug is fixed.
+//! Bugs found by the fuzzers (`fuzz_live/`, `tests/fuzz/`), each kept as
+//! the test that reproduced it; the doc comment of each says what broke.
 //!
 //! Replies are read from a raw socket where the bug breaks the reply itself
-//! (a client library cannot parse an error line that is not UTF-8, and a
-//! server that aborts closes the connection).
+//! (a client library would fail to parse it).
 
-mod common;
-
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
-use common::*;
-use redis::Value;
+use crate::common::*;
+use orca::core::{parse_config, Order, Policy, Queue};
 
-use orca::core::{parse_config, Order, Queue};
+/// The worker policy of the core-level regressions (the module's defaults
+/// but for a one-minute retry cap).
+const POLICY: Policy = Policy {
+    max_attempts: 5,
+    retry_base: 1000,
+    retry_cap: 60_000,
+};
 
-/// Send one command on a fresh socket; the raw first reply line (without
-/// CRLF), or `None` if the server closed the connection (it died).
-fn raw_line(port: u16, args: &[&[u8]]) -> Option<Vec<u8>> {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return None; // nothing listens: the server is gone
-    };
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    s.write_all(&out).ok()?;
-    let mut r = BufReader::new(s);
-    let mut line = Vec::new();
-    match r.read_until(b'\n', &mut line) {
-        Ok(n) if n > 0 => {
-            line.truncate(line.len().saturating_sub(2));
-            Some(line)
-        }
-        _ => None,
-    }
+/// The lines of a server log that hold any of `patterns`.
+fn log_lines(log: &str, patterns: &[&str]) -> String {
+    log.lines()
+        .filter(|l| patterns.iter().any(|p| l.contains(p)))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
+
+/// A master (AOF on) with a lease that comes due in 200 ms and a replica
+/// that stops answering for 1.5 s; `shut_down` then starts a shutdown,
+/// which has to wait for the replica. Returns the master's log once it is
+/// ready to exit (or has crashed).
+fn shutdown_waiting_for_a_lagging_replica(shut_down: impl FnOnce(&Server)) -> String {
+    let master = Server::start(&["--appendonly", "yes"]);
+    let replica = master.start_replica(&[], &[]);
+    let mut c = master.conn();
+    ok(&mut c, &args!["ORCA.ENQUEUE", "q", config("a", None, 0)]);
+    ok(&mut c, &args!["ORCA.POP", "q", "LEASE", 200]);
+    // The replica stops answering for a second, so the shutdown has to wait.
+    let rport = replica.port;
+    let sleeper = std::thread::spawn(move || raw_line(rport, &[b"DEBUG", b"SLEEP", b"1.5"]));
+    std::thread::sleep(Duration::from_millis(100));
+    ok(&mut c, &args!["SET", "k", "v"]);
+    shut_down(&master);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let log = loop {
+        let log = master.log();
+        if log.contains("ready to exit") || log.contains("ASSERTION FAILED") {
+            break log;
+        }
+        assert!(std::time::Instant::now() < deadline, "no shutdown:\n{log}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = sleeper.join();
+    log
+}
+use redis::Value;
 
 fn assert_alive(s: &Server) {
     assert_eq!(
@@ -56,15 +69,7 @@ fn assert_clean_error(reply: Option<Vec<u8>>, what: &str, s: &Server) {
     let Some(line) = reply else {
         panic!(
             "{what}: the server closed the connection (it crashed); log tail:\n{}",
-            s.log()
-                .lines()
-                .rev()
-                .take(40)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect::<Vec<_>>()
-                .join("\n")
+            tail(&s.log(), 40)
         );
     };
     assert!(
@@ -139,8 +144,7 @@ fn error_replies_are_valid_utf8() {
 /// queues stops there, starving every queue after it in the map.
 #[test]
 fn timer_serves_queues_with_nul_in_their_name() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (s, mut c) = start_server();
     let q = b"q\x00x".to_vec();
     ok(
         &mut c,
@@ -188,8 +192,7 @@ fn timer_serves_queues_with_nul_in_their_name() {
 /// own (each a single job with nonce 1, at different scores).
 #[test]
 fn import_with_colliding_nonces_is_refused_or_valid() {
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (s, mut c) = start_server();
     ok(
         &mut c,
         &args!["ORCA.ENQUEUE", "q", config("a", None, 0), "NOW", 100],
@@ -294,24 +297,7 @@ fn worker_user_cannot_expire_another_workers_lease() {
     // The server's default: clients may not pin the clock on worker commands.
     let s = Server::start(&["--orca.trust-client-clock", "no"]);
     let mut admin = s.conn();
-    ok(
-        &mut admin,
-        &args![
-            "ACL",
-            "SETUSER",
-            "worker",
-            "on",
-            ">pw",
-            "resetkeys",
-            "~queue:*",
-            "resetchannels",
-            "-@all",
-            "+orca.pop",
-            "+orca.ack",
-            "+orca.nack",
-            "+orca.extend"
-        ],
-    );
+    add_worker_user(&mut admin, "pw");
     ok(
         &mut admin,
         &args!["ORCA.ENQUEUE", "queue:x", config("a", None, 0)],
@@ -358,29 +344,6 @@ fn worker_user_cannot_expire_another_workers_lease() {
     );
 }
 
-/// BUG (low, latent; found by the `ops` fuzz target): `Queue::tick` does not
-/// check its clock, unlike every other core operation (they return
-/// `TimeOverflow`). With `now` beyond 2^53-1 an expired lease on its last
-/// attempt is buried with `died_at = now`, and the queue fails `check()` (so
-/// it could not be saved and loaded). Not reachable through Redis today:
-/// `ORCA.TICK NOW` is range-checked and the timer uses the server clock.
-#[test]
-fn core_tick_refuses_or_ignores_a_clock_out_of_range() {
-    use orca::core::Policy;
-    let mut q = Queue::new(Order::Lifo);
-    let cfg = config("a", None, 0);
-    q.enqueue(&parse_config(cfg.as_bytes()).unwrap(), cfg.as_bytes(), 1000)
-        .unwrap();
-    let policy = Policy {
-        max_attempts: 1,
-        retry_base: 1000,
-        retry_cap: 60_000,
-    };
-    q.pop_deliveries(1000, 10, 1, &policy).unwrap();
-    q.tick(i64::MAX, &policy);
-    assert!(q.check().is_ok(), "after tick(i64::MAX): {:?}", q.check());
-}
-
 /// BUG (critical; found by the live fuzzer at SHUTDOWN with a replica): the
 /// lease timer writes (and replicates `ORCA.TICK`) while clients are paused
 /// for writes. Redis 7.0 asserts that nothing is propagated during a write
@@ -401,11 +364,7 @@ fn timer_does_not_write_while_clients_are_paused() {
         raw_line(s.port, &[b"PING"]).as_deref(),
         Some(&b"+PONG"[..]),
         "the server died while clients were paused; log:\n{}",
-        s.log()
-            .lines()
-            .filter(|l| l.contains("ASSERT") || l.contains("==>"))
-            .collect::<Vec<_>>()
-            .join("\n")
+        log_lines(&s.log(), &["ASSERT", "==>"])
     );
     // After the pause the expired lease comes back by itself.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -427,7 +386,6 @@ fn timer_does_not_write_while_clients_are_paused() {
 /// header's bytes 10..18 of `Queue::encode`), holding one running lease
 /// (after `skip` other jobs, so tokens differ between such queues).
 fn queue_with_lease_and_counter(name: &str, next_seq: i64, skip: usize) -> Vec<u8> {
-    use orca::core::Policy;
     let mut q = Queue::new(Order::Lifo);
     for i in 0..skip {
         let cfg = config(&format!("{name}-{i}"), None, 0);
@@ -439,12 +397,7 @@ fn queue_with_lease_and_counter(name: &str, next_seq: i64, skip: usize) -> Vec<u
     let cfg = config(name, None, 0);
     q.enqueue(&parse_config(cfg.as_bytes()).unwrap(), cfg.as_bytes(), 1000)
         .unwrap();
-    let policy = Policy {
-        max_attempts: 5,
-        retry_base: 1000,
-        retry_cap: 60_000,
-    };
-    q.pop_deliveries(1000, 10, 1, &policy).unwrap();
+    q.pop_deliveries(1000, 10, 1, &POLICY).unwrap();
     let mut b = q.encode();
     b[10..18].copy_from_slice(&next_seq.to_le_bytes());
     b
@@ -461,18 +414,13 @@ fn queue_with_lease_and_counter(name: &str, next_seq: i64, skip: usize) -> Vec<u
 /// stay loadable after every time-driven change.
 #[test]
 fn loaded_queue_stays_loadable_after_its_leases_expire() {
-    use orca::core::{Policy, SEQ_LOAD_LIMIT};
-    let policy = Policy {
-        max_attempts: 5,
-        retry_base: 1000,
-        retry_cap: 60_000,
-    };
+    use orca::core::SEQ_LOAD_LIMIT;
     for next_seq in [SEQ_LOAD_LIMIT, SEQ_LOAD_LIMIT - 1] {
         let blob = queue_with_lease_and_counter("a", next_seq, 0);
         let Ok(mut q) = Queue::decode(&blob) else {
             continue; // refused: fine
         };
-        q.tick(1_000_000, &policy); // the lease has expired: requeued
+        q.tick(1_000_000, &POLICY); // the lease has expired: requeued
         assert!(
             Queue::decode(&q.encode()).is_ok(),
             "a queue accepted with next_seq {next_seq} cannot be loaded after a tick: {:?}",
@@ -486,19 +434,14 @@ fn loaded_queue_stays_loadable_after_its_leases_expire() {
 /// room for both.
 #[test]
 fn imported_queue_stays_loadable_after_its_leases_expire() {
-    use orca::core::{Policy, SEQ_LOAD_LIMIT};
-    let policy = Policy {
-        max_attempts: 5,
-        retry_base: 1000,
-        retry_cap: 60_000,
-    };
+    use orca::core::SEQ_LOAD_LIMIT;
     let mut host = Queue::decode(&queue_with_lease_and_counter("a", 100, 0)).unwrap();
     let other = Queue::decode(&queue_with_lease_and_counter("b", SEQ_LOAD_LIMIT - 1, 5))
         .expect("valid on its own: room for its one lease");
     if host.absorb(other).is_err() {
         return; // refused: fine
     }
-    host.tick(1_000_000, &policy); // both leases expire
+    host.tick(1_000_000, &POLICY); // both leases expire
     assert!(
         Queue::decode(&host.encode()).is_ok(),
         "after IMPORT and a tick the queue cannot be loaded: {:?}",
@@ -511,8 +454,7 @@ fn imported_queue_stays_loadable_after_its_leases_expire() {
 #[test]
 fn restored_queue_with_counter_at_the_limit_survives_a_reload() {
     use orca::core::SEQ_LOAD_LIMIT;
-    let s = Server::start(&[]);
-    let mut c = s.conn();
+    let (s, mut c) = start_server();
     let blob = queue_with_lease_and_counter("a", SEQ_LOAD_LIMIT, 0);
     if error_text(&raw(&mut c, &args!["ORCA.IMPORT", "q", blob])).is_some() {
         return; // refused: fine
@@ -523,11 +465,7 @@ fn restored_queue_with_counter_at_the_limit_survives_a_reload() {
         reload.as_deref(),
         Some(&b"+OK"[..]),
         "DEBUG RELOAD after the lease expired; log:\n{}",
-        s.log()
-            .lines()
-            .filter(|l| l.contains("orcaqueue"))
-            .collect::<Vec<_>>()
-            .join("\n")
+        log_lines(&s.log(), &["orcaqueue"])
     );
 }
 
@@ -538,36 +476,13 @@ fn restored_queue_with_counter_at_the_limit_survives_a_reload() {
 /// `RedisModule_AvoidReplicaTraffic()` is true during every such pause.
 #[test]
 fn timer_does_not_write_while_shutdown_waits_for_a_replica() {
-    let master = Server::start(&["--appendonly", "yes"]);
-    let replica = master.start_replica(&[], &[]);
-    let mut c = master.conn();
-    ok(&mut c, &args!["ORCA.ENQUEUE", "q", config("a", None, 0)]);
-    ok(&mut c, &args!["ORCA.POP", "q", "LEASE", 200]);
-    // The replica stops answering for a second, so SHUTDOWN has to wait.
-    let rport = replica.port;
-    let sleeper = std::thread::spawn(move || raw_line(rport, &[b"DEBUG", b"SLEEP", b"1.5"]));
-    std::thread::sleep(Duration::from_millis(100));
-    ok(&mut c, &args!["SET", "k", "v"]);
-    let _ = raw_line(master.port, &[b"SHUTDOWN", b"NOSAVE"]);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let log = loop {
-        let log = master.log();
-        if log.contains("ready to exit") || log.contains("ASSERTION FAILED") {
-            break log;
-        }
-        assert!(std::time::Instant::now() < deadline, "no shutdown:\n{log}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let _ = sleeper.join();
+    let log = shutdown_waiting_for_a_lagging_replica(|master| {
+        let _ = raw_line(master.port, &[b"SHUTDOWN", b"NOSAVE"]);
+    });
     assert!(
         !log.contains("ASSERTION FAILED"),
         "the master crashed while SHUTDOWN waited for the replica:\n{}",
-        log.lines()
-            .filter(|l| l.contains("ASSERT")
-                || l.contains("==>")
-                || l.contains("Waiting for replicas"))
-            .collect::<Vec<_>>()
-            .join("\n")
+        log_lines(&log, &["ASSERT", "==>", "Waiting for replicas"])
     );
 }
 
@@ -577,40 +492,17 @@ fn timer_does_not_write_while_shutdown_waits_for_a_replica() {
 /// learn about the pause another way (`RedisModule_AvoidReplicaTraffic()`).
 #[test]
 fn timer_does_not_write_while_a_sigterm_shutdown_waits_for_a_replica() {
-    let master = Server::start(&["--appendonly", "yes"]);
-    let replica = master.start_replica(&[], &[]);
-    let mut c = master.conn();
-    ok(&mut c, &args!["ORCA.ENQUEUE", "q", config("a", None, 0)]);
-    ok(&mut c, &args!["ORCA.POP", "q", "LEASE", 200]);
-    let rport = replica.port;
-    let sleeper = std::thread::spawn(move || raw_line(rport, &[b"DEBUG", b"SLEEP", b"1.5"]));
-    std::thread::sleep(Duration::from_millis(100));
-    ok(&mut c, &args!["SET", "k", "v"]);
-    let pid = master.pid().expect("master pid");
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .expect("kill -TERM");
-    assert!(status.success());
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let log = loop {
-        let log = master.log();
-        if log.contains("ready to exit") || log.contains("ASSERTION FAILED") {
-            break log;
-        }
-        assert!(std::time::Instant::now() < deadline, "no shutdown:\n{log}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let _ = sleeper.join();
+    let log = shutdown_waiting_for_a_lagging_replica(|master| {
+        let pid = master.pid().expect("master pid");
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("kill -TERM");
+        assert!(status.success());
+    });
     assert!(
         !log.contains("ASSERTION FAILED"),
         "the master crashed while a SIGTERM shutdown waited for the replica:\n{}",
-        log.lines()
-            .filter(|l| l.contains("ASSERT")
-                || l.contains("==>")
-                || l.contains("Waiting for replicas")
-                || l.contains("SIGTERM"))
-            .collect::<Vec<_>>()
-            .join("\n")
+        log_lines(&log, &["ASSERT", "==>", "Waiting for replicas", "SIGTERM"])
     );
 }

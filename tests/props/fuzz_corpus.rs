@@ -4,23 +4,23 @@
 //! of `cargo test`. No libFuzzer needed; see tests/fuzz/README.md for the
 //! fuzzing itself.
 
-#[path = "fuzz/src/lib.rs"]
+#[path = "../fuzz/src/lib.rs"]
 #[allow(dead_code)]
-mod checks;
+pub mod checks;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
-type Target = fn(&[u8]);
+pub type Target = fn(&[u8]);
 
-const TARGETS: [(&str, Target); 3] = [
+pub const TARGETS: [(&str, Target); 3] = [
     ("config", checks::config),
     ("codec", checks::codec),
     ("ops", checks::ops),
 ];
 
 /// Run every file under `<dir>/<target>/`; the failing ones with their panic.
-fn replay(dir: &str) -> (usize, Vec<String>) {
+pub fn replay(dir: &str) -> (usize, Vec<String>) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fuzz")
         .join(dir);
@@ -39,11 +39,7 @@ fn replay(dir: &str) -> (usize, Vec<String>) {
             let data = std::fs::read(&path).expect("read input");
             ran += 1;
             if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(&data))) {
-                let msg = p
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
+                let msg = crate::support::panic_text(&*p);
                 failed.push(format!("{}: {msg}", path.display()));
             }
         }
@@ -52,7 +48,7 @@ fn replay(dir: &str) -> (usize, Vec<String>) {
 }
 
 #[test]
-fn fuzz_corpus_replays_clean() {
+pub fn fuzz_corpus_replays_clean() {
     let (ran, failed) = replay("corpus");
     assert!(ran > 0, "no corpus found under tests/fuzz/corpus");
     assert!(
@@ -66,7 +62,7 @@ fn fuzz_corpus_replays_clean() {
 /// Minimized inputs of bugs the fuzzers found (see tests/fuzz/README.md):
 /// each fails until its bug is fixed.
 #[test]
-fn fuzz_crash_inputs_are_fixed() {
+pub fn fuzz_crash_inputs_are_fixed() {
     let (ran, failed) = replay("crashes");
     assert!(
         failed.is_empty(),

@@ -1,0 +1,31 @@
+//! The integration suites: every feature a user relies on, against real
+//! `redis-server` processes with the built module loaded (one binary, one
+//! module per feature; see tests/README.md for which file specifies what).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod aof;
+mod bad_input;
+mod blocking;
+mod chaos;
+mod cluster;
+mod command_docs;
+mod delete;
+mod enqueue;
+mod events;
+mod fuzz_live;
+mod fuzz_regressions;
+mod import;
+mod key_ops;
+mod leases;
+mod limits;
+mod move_job;
+mod persistence;
+mod positions;
+mod replication;
+mod resp3;
+mod restore;
+mod retries;
+mod settings;
+mod stats;
