@@ -57,7 +57,7 @@ pub(crate) struct Collation {
 }
 
 impl Collation {
-    fn large(&self) -> bool {
+    pub(crate) fn large(&self) -> bool {
         self.head == LARGE
     }
 }
@@ -87,6 +87,9 @@ pub(crate) struct Collations {
     pub(crate) large: HashMap<u32, Box<Large>>,
     /// Collations with a non-empty stack.
     pub(crate) active: usize,
+    /// Large collations whose trees fell under a quarter full since the
+    /// last compaction (`compact.rs` rebuilds them).
+    pub(crate) sparse: Vec<u32>,
 }
 
 impl Default for Collations {
@@ -98,6 +101,7 @@ impl Default for Collations {
             long_names: HashMap::new(),
             large: HashMap::new(),
             active: 0,
+            sparse: Vec::new(),
         }
     }
 }
@@ -159,7 +163,7 @@ impl Collations {
     }
 
     /// Hash of stored collation `c`'s name.
-    fn stored_name_hash(&self, c: u32) -> u64 {
+    pub(crate) fn stored_name_hash(&self, c: u32) -> u64 {
         let name = &self.recs[c].name;
         if name.is_long() {
             let long = self.long_names.get(&c).map_or("", |s| &**s);
@@ -334,6 +338,9 @@ impl Collations {
                 .rank(node)
                 .ok_or_else(|| corrupt("job missing from its collation"))?;
             large.stack.remove(node);
+            if large.wants_compaction() && !self.sparse.contains(&c) {
+                self.sparse.push(c);
+            }
             k
         } else {
             let (k, prev) = self.small_position(c, j, jobs)?;
@@ -505,6 +512,9 @@ impl Collations {
                 .ok_or_else(|| corrupt("collation has too few reservations"))?;
             let n = large.res.val(rn);
             large.res.remove(rn);
+            if large.wants_compaction() && !self.sparse.contains(&c) {
+                self.sparse.push(c);
+            }
             index.set_aux(n, NIL);
             return Ok(n);
         }

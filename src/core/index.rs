@@ -230,6 +230,12 @@ impl<K: Ord + Copy> OrderIndex<K> {
             right: NIL,
             size: NonZeroU32::MIN,
         })?;
+        self.link_in(id, key);
+        Some(id)
+    }
+
+    /// Put stored node `id` (no children yet) into the tree under `key`.
+    fn link_in(&mut self, id: u32, key: K) {
         let p = self.prio(id);
         let (mut parent, mut left, mut cur) = (NIL, false, self.root);
         while cur != NIL && self.prio(cur) > p {
@@ -245,7 +251,6 @@ impl<K: Ord + Copy> OrderIndex<K> {
         node.right = r;
         self.fix(id);
         self.relink(parent, left, id);
-        Some(id)
     }
 
     /// Remove node `n`; returns its key and words. One descent: sizes on
@@ -269,6 +274,41 @@ impl<K: Ord + Copy> OrderIndex<K> {
         self.relink(parent, left, merged);
         let node = self.nodes.remove(n)?;
         Some((node.key, node.val, node.aux))
+    }
+
+    /// Shrinking: the next node to move and the id it goes to (see
+    /// `Slab::next_move`).
+    pub fn next_move(&mut self) -> Option<(u32, u32)> {
+        self.nodes.next_move()
+    }
+
+    /// Does the node slab want to shrink?
+    pub fn wants_shrink(&self) -> bool {
+        self.nodes.wants_shrink()
+    }
+
+    /// Move node `from` to id `to` (from `next_move`); returns the id it
+    /// has now (`to`, or a fresh one if the index had only this node). Its
+    /// key and words are kept; its place in the tree is recomputed (heap
+    /// priorities follow the id).
+    pub fn relocate(&mut self, from: u32, to: u32) -> Option<u32> {
+        let (key, val, aux) = self.remove(from)?;
+        if self.nodes.insert_at(
+            to,
+            Node {
+                key,
+                val,
+                aux,
+                left: NIL,
+                right: NIL,
+                size: NonZeroU32::MIN,
+            },
+        ) {
+            self.link_in(to, key);
+            Some(to)
+        } else {
+            self.insert(key, val, aux)
+        }
     }
 
     pub fn first(&self) -> Option<u32> {

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 use super::config::JobKey;
-use super::slab::NIL;
+use super::slab::MAX_ID;
 
 /// In `Job::coll`: the job is in its collation's stack.
 pub(crate) const COLLATED: u32 = 1 << 31;
@@ -12,6 +12,9 @@ pub(crate) const COLLATED: u32 = 1 << 31;
 pub(crate) const HELD: u32 = 1 << 30;
 /// The flag bits of `Job::coll`.
 const FLAGS: u32 = COLLATED | HELD;
+/// In `Job::coll`'s id bits: the job names no collation (never an id:
+/// slab ids stay below `MAX_ID`).
+pub(crate) const NO_COLL: u32 = MAX_ID;
 
 /// A job waiting in the queue (queued or held). 72 bytes plus its payload.
 #[derive(Clone, Debug)]
@@ -26,7 +29,7 @@ pub(crate) struct Job {
     /// lands where its arrival puts it. A held job keeps the key its arrival
     /// gave it; a single job has 0.
     pub skey: i64,
-    /// The collation's id (`NIL` for none), with `COLLATED` set while the
+    /// The collation's id (`NO_COLL` for none), with `COLLATED` set while the
     /// job is in that collation's stack and `HELD` while it is held; a
     /// single job's collation is the one its config named (informational).
     pub coll: u32,
@@ -38,16 +41,17 @@ pub(crate) struct Job {
 
 impl Job {
     pub fn collated(&self) -> bool {
-        self.coll != NIL && self.coll & COLLATED != 0
+        self.coll & COLLATED != 0
     }
 
     pub fn held(&self) -> bool {
-        self.coll != NIL && self.coll & HELD != 0
+        self.coll & HELD != 0
     }
 
     /// The collation id, if the job names one.
     pub fn coll_id(&self) -> Option<u32> {
-        (self.coll != NIL).then_some(self.coll & !FLAGS)
+        let c = self.coll & !FLAGS;
+        (c != NO_COLL).then_some(c)
     }
 }
 

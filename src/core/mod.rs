@@ -8,6 +8,7 @@
 //! - `collation`: collations, their stacks and reservations (small and large forms)
 //! - `names`: collation names packed into their record
 //! - `slab`: the compact record storage (slabs of `u32`-addressed records, id tables)
+//! - `compact`: giving memory back as a queue empties (moving records, shrinking tables)
 //! - `check`: the invariant check (`ORCA.CHECK`)
 //! - `inspect`: ordered listing with positions and filters, statistics
 //! - `work`: what is kept outside the order (leases, retries, dead letters, results)
@@ -24,6 +25,7 @@ pub mod caps;
 pub mod check;
 pub mod codec;
 pub mod collation;
+pub mod compact;
 pub mod config;
 pub mod error;
 pub mod gates;

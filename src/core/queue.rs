@@ -29,7 +29,7 @@ use super::gates::Gates;
 use super::index::OrderIndex;
 pub use super::job::JobInfo;
 pub(crate) use super::job::LoadedJob;
-use super::job::{Job, COLLATED};
+use super::job::{Job, COLLATED, NO_COLL};
 use super::limits::{valid_time, MAX_TIME, SEQ_LIMIT};
 pub use super::reservation::ResKey;
 pub(crate) use super::reservation::{NodeKey, IMMEDIATE, OWNED_BY_COLLATION};
@@ -100,7 +100,7 @@ pub(crate) struct Popped {
     pub immediate: bool,
 }
 
-fn key_hash(key: &JobKey) -> u64 {
+pub(crate) fn key_hash(key: &JobKey) -> u64 {
     // The key is a SHA-256 digest: uniform, and clients cannot choose its
     // bits, so its first 8 bytes are the hash.
     let mut b = [0u8; 8];
@@ -360,7 +360,7 @@ impl Queue {
             payload,
             created_at,
             skey: 0,
-            coll,
+            coll: if coll == NIL { NO_COLL } else { coll },
             link: NIL,
         }) else {
             if coll != NIL {
@@ -447,9 +447,7 @@ impl Queue {
         let job = &mut self.jobs[j];
         job.link = n;
         job.skey = 0;
-        if job.coll != NIL {
-            job.coll &= !COLLATED;
-        }
+        job.coll &= !COLLATED;
         Ok(())
     }
 

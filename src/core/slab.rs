@@ -9,6 +9,15 @@
 //! (a jemalloc size class; no copy when another chunk is added, at most one
 //! chunk of slack), the first of which grows by doubling so a small queue
 //! stays small, and the lookup table holds only 4-byte ids.
+//!
+//! Both give memory back when a queue shrinks (after a deadline rush):
+//! a slab whose records fill less than a quarter of its slots *shrinks*:
+//! the records above a new bound (twice the records left) move, a few per
+//! command, into free slots below it (the queue fixes every link to a moved
+//! record), and the chunks above the bound are freed. An id table whose load
+//! falls under 3/16 is rebuilt at half its size or less. Both thresholds leave
+//! room to grow again first, so a queue that oscillates around a size does
+//! not thrash.
 
 /// The id that means "none".
 pub const NIL: u32 = u32::MAX;
@@ -19,12 +28,25 @@ pub const MAX_ID: u32 = (1 << 30) - 1;
 /// Bytes per chunk: a jemalloc size class, so a chunk wastes nothing.
 const CHUNK_BYTES: usize = 256 << 10;
 
+/// Slabs smaller than this many slots never shrink (not worth it).
+const MIN_SHRINK_SLOTS: usize = 1024;
+
 /// Records addressed by `u32` ids; freed ids are reused, last freed first.
 #[derive(Clone, Debug)]
 pub struct Slab<T> {
     chunks: Vec<Vec<Option<T>>>,
     free: Vec<u32>,
     len: usize,
+    /// While shrinking: the records at ids >= this move below it, and the
+    /// free list holds only ids below it.
+    bound: Option<u32>,
+    /// While shrinking: the slots at and above this id were looked at
+    /// (see `next_move_where`); the scan goes on below it.
+    cursor: u32,
+    /// Records left when the last shrink ended with records it could not
+    /// move above its bound: the next shrink waits until half of them are
+    /// gone, so unmovable records do not make every command scan again.
+    settled: usize,
 }
 
 impl<T> Default for Slab<T> {
@@ -33,6 +55,9 @@ impl<T> Default for Slab<T> {
             chunks: Vec::new(),
             free: Vec::new(),
             len: 0,
+            bound: None,
+            cursor: 0,
+            settled: usize::MAX,
         }
     }
 }
@@ -70,6 +95,10 @@ impl<T> Slab<T> {
 
     /// Store `v`; returns its id, or `None` when `has_room` is false.
     pub fn insert(&mut self, v: T) -> Option<u32> {
+        if self.bound.is_some() && self.free.is_empty() {
+            // Grown back while shrinking: give up the shrink.
+            self.cancel_shrink();
+        }
         if let Some(id) = self.free.pop() {
             if let Some(slot) = self.slot_mut(id) {
                 *slot = Some(v);
@@ -110,10 +139,170 @@ impl<T> Slab<T> {
         if self.len == 0 {
             // Give the memory back when the slab empties.
             *self = Slab::default();
-        } else {
+        } else if self.bound.is_none_or(|b| id < b) {
             self.free.push(id);
         }
         Some(v)
+    }
+
+    // ------------------------------------------------------------ shrinking
+
+    /// Should the slab shrink (or is it shrinking)?
+    pub fn wants_shrink(&self) -> bool {
+        self.bound.is_some()
+            || (self.slots() >= MIN_SHRINK_SLOTS
+                && self.len * 4 < self.slots()
+                && self.len.saturating_mul(2) < self.settled)
+    }
+
+    /// The next record to move while shrinking, and the free id below the
+    /// bound it goes to; starts a shrink if the slab is sparse. `None` when
+    /// there is nothing (more) to move: the slab has then freed its chunks
+    /// above the bound.
+    pub fn next_move(&mut self) -> Option<(u32, u32)> {
+        self.next_move_where(|_| true)
+    }
+
+    /// `next_move`, passing over the records `movable` refuses: they stay
+    /// where they are, and the slab frees what is above the highest of them.
+    /// Each slot above the bound is looked at once per shrink.
+    pub fn next_move_where(&mut self, movable: impl Fn(&T) -> bool) -> Option<(u32, u32)> {
+        let bound = match self.bound {
+            Some(b) => b,
+            None if self.wants_shrink() => self.begin_shrink(),
+            None => return None,
+        };
+        // Vacant slots at the very top go first.
+        while self.slots() > bound as usize
+            && self.slots() > self.cursor as usize
+            && self.get(self.slots() as u32 - 1).is_none()
+        {
+            self.pop_vacant_top();
+        }
+        // The highest movable record at or above the bound, below the
+        // slots already looked at.
+        let mut id = self.slots().min(self.cursor as usize) as u32;
+        while id > bound {
+            id -= 1;
+            self.cursor = id;
+            if self.get(id).is_some_and(&movable) {
+                let Some(to) = self.free.pop() else {
+                    self.cancel_shrink();
+                    return None;
+                };
+                return Some((id, to));
+            }
+        }
+        let keep = self.unmoved_top(bound);
+        self.finish_shrink(keep);
+        None
+    }
+
+    /// One past the highest record left at or above `bound` (or `bound`).
+    fn unmoved_top(&self, bound: u32) -> u32 {
+        (bound..self.slots() as u32)
+            .rev()
+            .find(|&id| self.get(id).is_some())
+            .map_or(bound, |id| id + 1)
+    }
+
+    /// Store `v` at vacant id `to` (a free id `next_move` handed out).
+    /// Returns false, changing nothing, if `to` is not a vacant slot.
+    pub fn insert_at(&mut self, to: u32, v: T) -> bool {
+        match self.slot_mut(to) {
+            Some(slot) if slot.is_none() => {
+                *slot = Some(v);
+                self.len += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Move record `from` to free slot `to` (from `next_move`).
+    pub fn move_record(&mut self, from: u32, to: u32) {
+        let Some(v) = self.slot_mut(from).and_then(Option::take) else {
+            return;
+        };
+        match self.slot_mut(to) {
+            Some(slot) => *slot = Some(v),
+            None => {
+                // Not a slot (cannot happen: `to` came from the free list):
+                // put the record back.
+                if let Some(slot) = self.slot_mut(from) {
+                    *slot = Some(v);
+                }
+            }
+        }
+    }
+
+    /// Start shrinking: the bound is twice the records (at least one
+    /// chunk's worth of a small slab), and the free list keeps ids below it.
+    fn begin_shrink(&mut self) -> u32 {
+        let want = (self.len * 2).max(64);
+        let bound = if want <= Self::PER {
+            want
+        } else {
+            want.div_ceil(Self::PER) * Self::PER
+        }
+        .min(self.slots()) as u32;
+        self.free.retain(|&id| id < bound);
+        self.bound = Some(bound);
+        self.cursor = self.slots() as u32;
+        bound
+    }
+
+    /// Stop shrinking without finishing (the slab grew back): the free ids
+    /// at or above the bound go back to the free list.
+    fn cancel_shrink(&mut self) {
+        let Some(bound) = self.bound.take() else {
+            return;
+        };
+        for id in bound as usize..self.slots() {
+            if self.get(id as u32).is_none() {
+                self.free.push(id as u32);
+            }
+        }
+    }
+
+    /// Drop the last slot (vacant) of the slab.
+    fn pop_vacant_top(&mut self) {
+        if let Some(last) = self.chunks.last_mut() {
+            if last.last().is_some_and(Option::is_some) {
+                return;
+            }
+            last.pop();
+            if last.is_empty() {
+                self.chunks.pop();
+            }
+        }
+    }
+
+    /// Every record is below `top`: free what is above it. The free ids
+    /// between the shrink's bound and `top` (records that could not move)
+    /// are free again.
+    fn finish_shrink(&mut self, top: u32) {
+        let bound = self.bound.take().unwrap_or(top);
+        self.settled = if top > bound { self.len } else { usize::MAX };
+        while self.slots() > top as usize {
+            let before = self.slots();
+            self.pop_vacant_top();
+            if self.slots() == before {
+                break;
+            }
+        }
+        for id in bound..top {
+            if self.get(id).is_none() {
+                self.free.push(id);
+            }
+        }
+        if let Some(last) = self.chunks.last_mut() {
+            last.shrink_to(last.len().max(4));
+        }
+        self.chunks.shrink_to_fit();
+        let slots = self.slots() as u32;
+        self.free.retain(|&id| id < slots);
+        self.free.shrink_to_fit();
     }
 
     fn slot_mut(&mut self, id: u32) -> Option<&mut Option<T>> {
@@ -198,6 +387,44 @@ impl IdTable {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Is the table sparse enough to rebuild smaller (load under 3/16)?
+    pub fn wants_shrink(&self) -> bool {
+        self.slots.len() > 64 && self.len * 16 < self.slots.len() * 3
+    }
+
+    /// Rebuild at the smallest power of two that keeps the load at most
+    /// 3/8 (so it neither grows nor shrinks again soon). O(len + slots).
+    pub fn shrink(&mut self, hash_of: impl Fn(u32) -> u64) {
+        let cap = ((self.len * 8).div_ceil(3)).next_power_of_two().max(8);
+        if cap >= self.slots.len() {
+            return;
+        }
+        let old = std::mem::replace(&mut self.slots, vec![NIL; cap]);
+        for x in old.into_iter().filter(|&x| x != NIL) {
+            let id = x & ID_MASK;
+            self.place(hash_of(id), id);
+        }
+    }
+
+    /// Record `from` (found by `hash`) now has id `to`.
+    pub fn replace(&mut self, hash: u64, from: u32, to: u32) -> bool {
+        if self.slots.is_empty() {
+            return false;
+        }
+        let mask = self.mask();
+        let mut i = hash as usize & mask;
+        loop {
+            match self.slots[i] {
+                NIL => return false,
+                x if x & ID_MASK == from => {
+                    self.slots[i] = to | (x & !ID_MASK);
+                    return true;
+                }
+                _ => i = (i + 1) & mask,
+            }
+        }
     }
 
     fn mask(&self) -> usize {

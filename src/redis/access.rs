@@ -9,6 +9,7 @@ use super::args::err;
 use super::datatype::QUEUE_TYPE;
 use super::ffi::{self, selected_db, Arg, Kw};
 use super::{settings, stats, tracking};
+use crate::core::compact::MOVES_PER_WRITE;
 use crate::core::config::ConfigLimits;
 use crate::core::{decode_key, JobKey, Queue, QueueError, Settings, TickReport};
 
@@ -76,6 +77,9 @@ pub fn write_queue<T>(
         Some(q) => {
             let before = stats::counts(q);
             let v = op(q);
+            if v.is_ok() {
+                q.maintain(MOVES_PER_WRITE);
+            }
             stats::changed(before, stats::counts(q));
             let v = v?;
             track(ctx, name, q);
@@ -119,6 +123,7 @@ pub fn open_for_tick(
     let q = key.get_value::<Queue>(&QUEUE_TYPE).ok().flatten()?;
     let before = stats::counts(q);
     let report = tick(q);
+    q.maintain(MOVES_PER_WRITE);
     stats::changed(before, stats::counts(q));
     Some((report, q.next_deadline()))
 }

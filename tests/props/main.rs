@@ -15,6 +15,7 @@
 mod common;
 
 mod codec;
+mod compaction;
 mod config_diff;
 mod fuzz_corpus;
 mod queue_model;
