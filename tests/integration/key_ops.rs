@@ -418,3 +418,49 @@ fn leases_expire_after_key_operations() {
     assert_eq!(qlen(&mut c2, "moved"), 2);
     assert_check(&mut c2, "moved");
 }
+
+/// The db the connection has selected, as the server sees it.
+fn client_db(c: &mut redis::Connection) -> i64 {
+    let info = as_string(&ok(c, &args!["CLIENT", "INFO"]));
+    info.split(' ')
+        .find_map(|f| f.strip_prefix("db="))
+        .and_then(|d| d.parse().ok())
+        .unwrap_or_else(|| panic!("no db= in CLIENT INFO: {info}"))
+}
+
+/// Regression (issue 14): on Valkey 8.1, a module subscribed to keyspace
+/// events left the client that ran `MOVE <key> <db>` selected on the
+/// target db. The client must stay where it was, for plain keys and
+/// queues, and its next commands must hit its own db.
+#[test]
+fn move_to_another_db_leaves_the_client_where_it_was() {
+    let (s, mut c) = start_server();
+    ok(&mut c, &args!["SET", "plain", "v"]);
+    enqueue_job(&mut c, "q", "a", Some("user.1"), 0);
+    enqueue_job(&mut c, "q2", "b", None, 0);
+    assert_eq!(as_int(&ok(&mut c, &args!["MOVE", "plain", 2])), 1);
+    assert_eq!(client_db(&mut c), 0, "after MOVE of a plain key");
+    assert_eq!(as_int(&ok(&mut c, &args!["MOVE", "q", 2])), 1);
+    assert_eq!(client_db(&mut c), 0, "after MOVE of a queue");
+    // The next commands see db 0: q2 is there, q and plain are not.
+    assert_eq!(qlen(&mut c, "q2"), 1);
+    assert!(!exists(&mut c, "q"));
+    assert!(!exists(&mut c, "plain"));
+    // Inside MULTI too.
+    ok(&mut c, &args!["MULTI"]);
+    raw(&mut c, &args!["MOVE", "q2", 3]);
+    raw(&mut c, &args!["ORCA.LEN", "q2"]);
+    let Value::Array(replies) = ok(&mut c, &args!["EXEC"]) else {
+        panic!("EXEC")
+    };
+    assert_eq!(as_int(&replies[1]), 0, "q2 moved away from db 0");
+    assert_eq!(client_db(&mut c), 0, "after MOVE in MULTI");
+    // And the moved keys are where MOVE put them.
+    let mut c2 = s.conn_db(2);
+    assert_eq!(qlen(&mut c2, "q"), 1);
+    assert_eq!(as_string(&ok(&mut c2, &args!["GET", "plain"])), "v");
+    assert_eq!(client_db(&mut c2), 2);
+    assert_check(&mut c2, "q");
+    let mut c3 = s.conn_db(3);
+    assert_eq!(qlen(&mut c3, "q2"), 1);
+}

@@ -224,3 +224,62 @@ fn move_errors() {
     assert_eq!(e, "ERR no such job");
     assert!(!exists(&mut c, "missing"));
 }
+
+/// Regression (issue 14): MOVE of a key that exists but is not in the
+/// queue order says where the job is, instead of "no such job"; nothing
+/// changes.
+#[test]
+fn move_says_where_a_job_is_that_is_not_queued() {
+    let (_s, mut c) = start_server();
+    ok(&mut c, &args!["ORCA.SETTINGS", "q", "ORDER", "FIFO"]);
+    for n in ["running", "retry", "dead", "held", "queued"] {
+        let mut cfg: serde_json::Value = serde_json::from_str(&config(n, None, 0)).unwrap();
+        if n == "held" {
+            cfg["gate"] = "image-1".into();
+            ok(&mut c, &args!["ORCA.GATE", "q", "image-1", "CLOSE"]);
+        }
+        enqueue(&mut c, "q", &cfg.to_string());
+    }
+    let running = must_pop(&mut c, "q", 60_000);
+    assert_eq!(text(&running, "key"), key_of("running"));
+    let retry = must_pop(&mut c, "q", 60_000);
+    nack_with(
+        &mut c,
+        "q",
+        &text(&retry, "key"),
+        &lease(&retry),
+        &args!["DELAY", 60_000],
+    );
+    let dead = must_pop(&mut c, "q", 60_000);
+    nack_with(
+        &mut c,
+        "q",
+        &text(&dead, "key"),
+        &lease(&dead),
+        &args!["MAXATTEMPTS", 1],
+    );
+    let cases = [
+        ("running", "ERR job is running"),
+        ("retry", "ERR job is waiting to be retried (at "),
+        ("dead", "ERR job is a dead letter"),
+        ("held", "ERR job is held behind gate 'image-1'"),
+        ("never-enqueued", "ERR no such job"),
+    ];
+    for (n, want) in cases {
+        for how in ["RELEASE", "DELAY"] {
+            let e = assert_rejected(
+                &mut c,
+                "q",
+                &args!["ORCA.MOVE", "q", key_of(n), how],
+                &[want],
+            );
+            assert!(
+                !e.contains("no such job") || n == "never-enqueued",
+                "{n}: {e}"
+            );
+        }
+    }
+    // The queued one still moves.
+    move_at(&mut c, "q", &key_of("queued"), "RELEASE", 5);
+    assert_check(&mut c, "q");
+}

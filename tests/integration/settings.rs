@@ -550,3 +550,26 @@ fn trust_client_clock_is_off_by_default() {
     );
     ok(&mut c, &args!["ORCA.TICK", "q", "NOW", "5"]);
 }
+
+/// redis.conf.example documents every module setting, with its default
+/// (but trust-client-clock, which the harness turns on), and nothing else.
+#[test]
+fn redis_conf_example_lists_every_setting_with_its_default() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("redis.conf.example");
+    let text = std::fs::read_to_string(&path).expect("redis.conf.example");
+    let listed: HashMap<String, String> = text
+        .lines()
+        .filter(|l| l.starts_with("orca."))
+        .map(|l| {
+            let (k, v) = l.split_once(' ').unwrap_or((l, ""));
+            (k.to_string(), v.trim().trim_matches('"').to_string())
+        })
+        .collect();
+    let want = defaults_with(&[("orca.trust-client-clock", "no")]);
+    assert_eq!(listed, want, "redis.conf.example vs the module's settings");
+    // The one hidden setting is there, commented out.
+    assert!(text.contains("# orca.debug-panic-in"));
+    // And the server agrees with the defaults.
+    let (_s, mut c) = start_server();
+    assert_eq!(config_get(&mut c, "orca.*"), defaults_with(&[]));
+}
