@@ -21,6 +21,7 @@ mod key_ops;
 mod leases;
 mod limits;
 mod move_job;
+mod panic_guard;
 mod persistence;
 mod positions;
 mod replication;
