@@ -30,3 +30,4 @@ mod restore;
 mod retries;
 mod settings;
 mod stats;
+mod upgrade;
