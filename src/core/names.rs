@@ -1,26 +1,31 @@
 //! Collation names packed into the collation record.
 //!
-//! A name is `user.<id>` or `team.<id>`. Ids of up to 15 bytes (database
-//! ids, usernames) are stored inline in 16 bytes: one byte for the kind and
-//! length, then the id. Longer names are marked `LONG` and kept by the queue
-//! in a side table. Packing saves a heap allocation (32 bytes with jemalloc)
-//! per collation; docs/design.md, "Memory".
+//! A name is `user.<id>` or `team.<id>`, stored inline in 8 bytes when the
+//! id is a decimal number of up to 16 digits (database ids, leading zeros
+//! kept) or any id of up to 7 bytes: one byte for the kind, the form and
+//! the length, then the number (56 bits) or the bytes. Other names are
+//! marked `LONG` and kept by the queue in a side table. Packing saves a heap
+//! allocation per collation and keeps the record at 32 bytes;
+//! docs/design.md, "Memory".
 
 use std::borrow::Cow;
 
 const TEAM: u8 = 0x80;
-const LONG: u8 = 0x7f;
-const MAX_INLINE: usize = 15;
+const NUMERIC: u8 = 0x40;
+const LEN: u8 = 0x3f;
+const LONG: u8 = 0x3f;
+const MAX_TEXT: usize = 7;
+const MAX_DIGITS: usize = 16;
 
 /// A packed collation name, or the `LONG` mark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct PackedName([u8; 16]);
+pub struct PackedName([u8; 8]);
 
 impl PackedName {
     /// The mark of a name kept outside the record.
-    pub const LONG: PackedName = PackedName([LONG, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    pub const LONG: PackedName = PackedName([LONG, 0, 0, 0, 0, 0, 0, 0]);
 
-    /// Pack `name`, if it has a known kind and an id of at most 15 bytes.
+    /// Pack `name`, if it has a known kind and an id that fits.
     pub fn pack(name: &str) -> Option<PackedName> {
         let (kind, id) = if let Some(id) = name.strip_prefix("user.") {
             (0, id)
@@ -29,12 +34,18 @@ impl PackedName {
         } else {
             return None;
         };
-        if id.len() > MAX_INLINE {
+        let mut b = [0u8; 8];
+        let digits = !id.is_empty() && id.bytes().all(|c| c.is_ascii_digit());
+        if digits && id.len() > MAX_TEXT && id.len() <= MAX_DIGITS {
+            let v: u64 = id.parse().ok()?;
+            b[0] = kind | NUMERIC | id.len() as u8;
+            b[1..].copy_from_slice(&v.to_le_bytes()[..7]);
+        } else if id.len() <= MAX_TEXT {
+            b[0] = kind | id.len() as u8;
+            b[1..1 + id.len()].copy_from_slice(id.as_bytes());
+        } else {
             return None;
         }
-        let mut b = [0u8; 16];
-        b[0] = kind | id.len() as u8;
-        b[1..1 + id.len()].copy_from_slice(id.as_bytes());
         Some(PackedName(b))
     }
 
@@ -47,16 +58,22 @@ impl PackedName {
         if self.is_long() {
             return None;
         }
-        let len = (self.0[0] & !TEAM) as usize;
-        let id = std::str::from_utf8(self.0.get(1..1 + len)?).ok()?;
+        let len = (self.0[0] & LEN) as usize;
         let kind = if self.0[0] & TEAM != 0 {
             "team."
         } else {
             "user."
         };
-        let mut s = String::with_capacity(kind.len() + id.len());
+        let mut s = String::with_capacity(kind.len() + len);
         s.push_str(kind);
-        s.push_str(id);
+        if self.0[0] & NUMERIC != 0 {
+            let mut v = [0u8; 8];
+            v[..7].copy_from_slice(&self.0[1..]);
+            let n = u64::from_le_bytes(v);
+            s.push_str(&format!("{n:0len$}"));
+        } else {
+            s.push_str(std::str::from_utf8(self.0.get(1..1 + len)?).ok()?);
+        }
         Some(s)
     }
 }
@@ -76,15 +93,37 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        for name in ["user.7", "team.12", "user.123456789012345", "team.Ωmega"] {
-            let p = PackedName::pack(name).unwrap();
+        for name in [
+            "user.7",
+            "team.12",
+            "user.1234567",
+            "user.12345678",
+            "user.0000000000123456",
+            "team.9999999999999999",
+            "user.Ωmega",
+            "team.abc",
+            "user.",
+        ] {
+            let p = PackedName::pack(name).unwrap_or_else(|| panic!("{name}"));
             assert!(!p.is_long());
             assert_eq!(p.unpack().as_deref(), Some(name));
         }
         assert_ne!(PackedName::pack("user.1"), PackedName::pack("team.1"));
-        assert_eq!(PackedName::pack("user.1234567890123456"), None);
+        assert_ne!(
+            PackedName::pack("user.012345678"),
+            PackedName::pack("user.12345678")
+        );
+        // Too long for either form: kept outside the record.
+        for name in ["user.12345678901234567", "user.abcdefgh", "user.1234567x"] {
+            assert_eq!(PackedName::pack(name), None, "{name}");
+        }
         assert_eq!(PackedName::pack("group.1"), None);
         assert_eq!(PackedName::LONG.unpack(), None);
         assert_eq!(render(&PackedName::LONG, Some("user.x")), "user.x");
+    }
+
+    #[test]
+    fn packed_name_is_8_bytes() {
+        assert_eq!(std::mem::size_of::<PackedName>(), 8);
     }
 }

@@ -362,12 +362,15 @@ impl<T> std::ops::IndexMut<u32> for Slab<T> {
 }
 
 /// A set of ids found by a 64-bit hash of their record's key: linear probing
-/// over a power-of-two table of `u32`, at most 3/4 full, deletion by
-/// backward shift (no tombstones). The caller supplies the hash and the key
-/// comparison, so the table holds nothing but ids, plus a 2-bit tag from the
-/// hash in each slot's two free high bits (ids stay below 2^30): a probe
-/// reads the record behind a slot only when the tags match, so a lookup of an
-/// absent key (every new job's) rarely touches a record at all.
+/// over a table of `u32` at most 3/4 full, grown by half (not doubled, so
+/// it is on average a third emptier: about 6.5 bytes per entry instead of
+/// 8), deletion by backward shift (no tombstones). A hash's home slot is
+/// its low 32 bits scaled to the table (`(h * len) >> 32`, any length
+/// works). The caller supplies the hash and the key comparison, so the table
+/// holds nothing but ids, plus a 2-bit tag from the hash's top bits in each
+/// slot's two free high bits (ids stay below 2^30): a probe reads the record
+/// behind a slot only when the tags match, so a lookup of an absent key
+/// (every new job's) rarely touches a record at all.
 const ID_MASK: u32 = (1 << 30) - 1;
 
 fn tag(hash: u64) -> u32 {
@@ -394,17 +397,44 @@ impl IdTable {
         self.slots.len() > 64 && self.len * 16 < self.slots.len() * 3
     }
 
-    /// Rebuild at the smallest power of two that keeps the load at most
-    /// 3/8 (so it neither grows nor shrinks again soon). O(len + slots).
+    /// Rebuild with a load of 3/8 (so it neither grows nor shrinks again
+    /// soon). O(len + slots).
     pub fn shrink(&mut self, hash_of: impl Fn(u32) -> u64) {
-        let cap = ((self.len * 8).div_ceil(3)).next_power_of_two().max(8);
+        let cap = ((self.len * 8).div_ceil(3)).max(8);
         if cap >= self.slots.len() {
             return;
         }
+        self.rebuild(cap, hash_of);
+    }
+
+    fn rebuild(&mut self, cap: usize, hash_of: impl Fn(u32) -> u64) {
         let old = std::mem::replace(&mut self.slots, vec![NIL; cap]);
         for x in old.into_iter().filter(|&x| x != NIL) {
             let id = x & ID_MASK;
             self.place(hash_of(id), id);
+        }
+    }
+
+    /// The slot a hash probes first.
+    fn home(&self, hash: u64) -> usize {
+        ((hash as u32 as u64 * self.slots.len() as u64) >> 32) as usize
+    }
+
+    /// The slot after `i` (wrapping).
+    fn next(&self, i: usize) -> usize {
+        if i + 1 == self.slots.len() {
+            0
+        } else {
+            i + 1
+        }
+    }
+
+    /// How far slot `j` is after slot `from` (wrapping).
+    fn dist(&self, from: usize, j: usize) -> usize {
+        if j >= from {
+            j - from
+        } else {
+            j + self.slots.len() - from
         }
     }
 
@@ -413,8 +443,7 @@ impl IdTable {
         if self.slots.is_empty() {
             return false;
         }
-        let mask = self.mask();
-        let mut i = hash as usize & mask;
+        let mut i = self.home(hash);
         loop {
             match self.slots[i] {
                 NIL => return false,
@@ -422,13 +451,9 @@ impl IdTable {
                     self.slots[i] = to | (x & !ID_MASK);
                     return true;
                 }
-                _ => i = (i + 1) & mask,
+                _ => i = self.next(i),
             }
         }
-    }
-
-    fn mask(&self) -> usize {
-        self.slots.len().wrapping_sub(1)
     }
 
     /// The id whose record `is` the wanted one.
@@ -436,9 +461,8 @@ impl IdTable {
         if self.slots.is_empty() {
             return None;
         }
-        let mask = self.mask();
         let t = tag(hash);
-        let mut i = hash as usize & mask;
+        let mut i = self.home(hash);
         loop {
             let slot = self.slots[i];
             if slot == NIL {
@@ -447,7 +471,7 @@ impl IdTable {
             if slot & !ID_MASK == t && is(slot & ID_MASK) {
                 return Some(slot & ID_MASK);
             }
-            i = (i + 1) & mask;
+            i = self.next(i);
         }
     }
 
@@ -455,22 +479,17 @@ impl IdTable {
     /// (needed when the table grows).
     pub fn insert(&mut self, hash: u64, id: u32, hash_of: impl Fn(u32) -> u64) {
         if (self.len + 1) * 4 > self.slots.len() * 3 {
-            let cap = (self.slots.len() * 2).max(8);
-            let old = std::mem::replace(&mut self.slots, vec![NIL; cap]);
-            for other in old.into_iter().filter(|&x| x != NIL) {
-                let other = other & ID_MASK;
-                self.place(hash_of(other), other);
-            }
+            let cap = (self.slots.len() + self.slots.len() / 2).max(8);
+            self.rebuild(cap, hash_of);
         }
         self.place(hash, id);
         self.len += 1;
     }
 
     fn place(&mut self, hash: u64, id: u32) {
-        let mask = self.mask();
-        let mut i = hash as usize & mask;
+        let mut i = self.home(hash);
         while self.slots[i] != NIL {
-            i = (i + 1) & mask;
+            i = self.next(i);
         }
         self.slots[i] = id | tag(hash);
     }
@@ -480,30 +499,29 @@ impl IdTable {
         if self.slots.is_empty() {
             return false;
         }
-        let mask = self.mask();
-        let mut i = hash as usize & mask;
+        let mut i = self.home(hash);
         loop {
             match self.slots[i] {
                 NIL => return false,
                 x if x & ID_MASK == id => break,
-                _ => i = (i + 1) & mask,
+                _ => i = self.next(i),
             }
         }
         // Backward shift: pull later entries of the probe run into the hole
-        // when their home bucket is at or before it.
+        // when their home slot is at or before it.
         let mut hole = i;
-        let mut j = (i + 1) & mask;
+        let mut j = self.next(i);
         loop {
             let x = self.slots[j];
             if x == NIL {
                 break;
             }
-            let home = hash_of(x & ID_MASK) as usize & mask;
-            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
+            let home = self.home(hash_of(x & ID_MASK));
+            if self.dist(home, j) >= self.dist(hole, j) {
                 self.slots[hole] = x;
                 hole = j;
             }
-            j = (j + 1) & mask;
+            j = self.next(j);
         }
         self.slots[hole] = NIL;
         self.len -= 1;
