@@ -16,19 +16,21 @@
 //! Running counts (leased jobs naming each collation, immediate ones
 //! included) are kept whether or not a cap is set.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use super::idmap::IdMap;
 
 use super::reservation::ResKey;
 
 /// Candidate reservations of the eligibility index: (key, node).
 pub(crate) type Eligible = BTreeSet<(ResKey, u32)>;
 /// The entry each collation has in the index.
-pub(crate) type Heads = HashMap<u32, (ResKey, u32)>;
+pub(crate) type Heads = IdMap<u32, (ResKey, u32)>;
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Caps {
     /// Leased jobs naming each collation.
-    running: HashMap<u32, u32>,
+    running: IdMap<u32, u32>,
     /// The cap (0: none, and no index).
     max: u32,
     /// Candidate reservations.
@@ -173,7 +175,7 @@ impl Caps {
     }
 
     /// Running counts as a map (for the check).
-    pub fn running_counts(&self) -> &HashMap<u32, u32> {
+    pub fn running_counts(&self) -> &IdMap<u32, u32> {
         &self.running
     }
 

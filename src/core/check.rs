@@ -9,6 +9,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::config::valid_collation_name;
+use super::idmap::IdMap;
 use super::limits::valid_time;
 use super::queue::{Queue, IMMEDIATE, OWNED_BY_COLLATION};
 
@@ -283,7 +284,7 @@ impl Queue {
         if !self.settings.autodelay.on() && !self.window.is_empty() {
             return Err("a submission window without an auto delay".into());
         }
-        let mut running: HashMap<u32, u32> = HashMap::new();
+        let mut running: IdMap<u32, u32> = IdMap::default();
         for l in self.work.leases.values() {
             if let Some(c) = l.job.coll_id() {
                 *running.entry(c).or_insert(0) += 1;
@@ -297,7 +298,7 @@ impl Queue {
         }
         let (eligible, heads) = self.caps.index();
         let mut want: HashSet<(super::reservation::ResKey, u32)> = HashSet::new();
-        let mut want_heads: HashMap<u32, (super::reservation::ResKey, u32)> = HashMap::new();
+        let mut want_heads: IdMap<u32, (super::reservation::ResKey, u32)> = IdMap::default();
         if self.caps.on() {
             for (_, n) in self.singles() {
                 want.insert((self.rk(n), n));
@@ -357,10 +358,11 @@ impl Queue {
             }
             bytes += l.job.payload.len();
         }
-        let indexed: usize = w.lease_keys.values().map(Vec::len).sum();
+        let indexed: usize = w.lease_keys.values().map(|t| t.as_slice().len()).sum();
         let index_ok = w.lease_keys.iter().all(|(k, ts)| {
-            !ts.is_empty()
+            !ts.as_slice().is_empty()
                 && ts
+                    .as_slice()
                     .iter()
                     .all(|t| w.leases.get(t).is_some_and(|l| l.key == *k))
         });

@@ -19,11 +19,11 @@
 
 use std::borrow::Cow;
 use std::collections::hash_map::RandomState;
-use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::num::NonZeroU32;
 
 use super::error::QueueError;
+use super::idmap::IdMap;
 use super::index::{Iter as IndexIter, OrderIndex};
 use super::job::{Job, COLLATED};
 use super::names::{render, PackedName};
@@ -81,10 +81,12 @@ pub(crate) struct Collations {
     /// Collation ids by name (names are chosen by clients: keyed hash).
     pub(crate) by_name: IdTable,
     hasher: RandomState,
+    /// The key of packed names' hash (random per queue).
+    key: u64,
     /// Names too long to pack (collation id -> name).
-    pub(crate) long_names: HashMap<u32, Box<str>>,
+    pub(crate) long_names: IdMap<u32, Box<str>>,
     /// The trees of the large collations.
-    pub(crate) large: HashMap<u32, Box<Large>>,
+    pub(crate) large: IdMap<u32, Box<Large>>,
     /// Collations with a non-empty stack.
     pub(crate) active: usize,
     /// Large collations whose trees fell under a quarter full since the
@@ -98,8 +100,9 @@ impl Default for Collations {
             recs: Slab::default(),
             by_name: IdTable::default(),
             hasher: RandomState::new(),
-            long_names: HashMap::new(),
-            large: HashMap::new(),
+            key: RandomState::new().hash_one(0x6f72_6361_u64),
+            long_names: IdMap::default(),
+            large: IdMap::default(),
             active: 0,
             sparse: Vec::new(),
         }
@@ -155,9 +158,18 @@ impl Collations {
     }
 
     /// Hash of a name: of its packed form, or of the text of a long name.
+    /// A packed name is one word: a keyed 64-bit mix of it (murmur3's
+    /// finalizer of the word xor a random per-queue key: a bijection, so two
+    /// packed names never share a hash, and a client who does not know the
+    /// key cannot aim names at one slot). Long names: SipHash.
     fn name_hash(&self, packed: Option<&PackedName>, long: &str) -> u64 {
         match packed {
-            Some(p) => self.hasher.hash_one(p),
+            Some(p) => {
+                let mut h = p.word() ^ self.key;
+                h = (h ^ (h >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+                h = (h ^ (h >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+                h ^ (h >> 33)
+            }
             None => self.hasher.hash_one(long),
         }
     }

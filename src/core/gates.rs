@@ -12,6 +12,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use super::idmap::IdMap;
+
 /// What a held job needs to be queued when its gate opens. Its arrival
 /// sequence number is in the job's stack key (`|skey|`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,11 +38,11 @@ pub(crate) struct Gate {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Gates {
     /// Closed gates by id (ids are reused).
-    gates: HashMap<u32, Gate>,
+    gates: IdMap<u32, Gate>,
     by_name: HashMap<Box<[u8]>, u32>,
     next_id: u32,
     /// Held jobs (job id -> what their release needs).
-    held: HashMap<u32, Held>,
+    held: IdMap<u32, Held>,
     /// Held jobs by release time (arrival + priority), for lifetimes.
     by_release: BTreeSet<(i64, u32)>,
 }

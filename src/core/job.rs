@@ -68,6 +68,17 @@ pub struct JobInfo<'a> {
     pub payload: Cow<'a, [u8]>,
 }
 
+impl JobInfo<'_> {
+    /// The same view owning its data.
+    pub fn into_owned(self) -> JobInfo<'static> {
+        JobInfo {
+            collation: self.collation.map(|c| Cow::Owned(c.into_owned())),
+            payload: Cow::Owned(self.payload.into_owned()),
+            ..self
+        }
+    }
+}
+
 /// A job as read from a serialized unit (codec) or another queue (import).
 pub(crate) struct LoadedJob {
     pub key: JobKey,

@@ -2,6 +2,7 @@
 //!
 //! - `config`: job config parsing and the orca key
 //! - `scan`: the single-pass JSON scanner behind `config`
+//! - `idmap`: hash maps keyed by record ids and tokens (a fast, unkeyed hash)
 //! - `index`: the order-statistic tree behind the global reservation order
 //! - `queue`: the queue and its operations
 //! - `job`, `reservation`: the records of jobs and reservations
@@ -30,6 +31,7 @@ pub mod config;
 pub mod error;
 pub mod gates;
 pub mod held;
+pub mod idmap;
 pub mod index;
 pub mod inspect;
 pub mod job;
@@ -49,4 +51,4 @@ pub use config::{decode_key, encode_key, parse_config, JobConfig, JobKey};
 pub use error::QueueError;
 pub use limits::{MAX_TIME, SEQ_LIMIT, SEQ_LOAD_LIMIT};
 pub use queue::{JobInfo, Move, Order, Put, Queue, Settings};
-pub use worker::{Delivery, NackOutcome, Policy, State, TickReport};
+pub use worker::{Delivery, Handout, NackOutcome, Policy, State, TickReport};

@@ -49,6 +49,11 @@ impl PackedName {
         Some(PackedName(b))
     }
 
+    /// The packed bytes as one word (for hashing).
+    pub fn word(&self) -> u64 {
+        u64::from_le_bytes(self.0)
+    }
+
     pub fn is_long(&self) -> bool {
         self.0[0] == LONG
     }
@@ -69,8 +74,13 @@ impl PackedName {
         if self.0[0] & NUMERIC != 0 {
             let mut v = [0u8; 8];
             v[..7].copy_from_slice(&self.0[1..]);
-            let n = u64::from_le_bytes(v);
-            s.push_str(&format!("{n:0len$}"));
+            let mut n = u64::from_le_bytes(v);
+            let mut digits = [b'0'; MAX_DIGITS];
+            for d in digits.get_mut(..len)?.iter_mut().rev() {
+                *d = b'0' + (n % 10) as u8;
+                n /= 10;
+            }
+            s.push_str(std::str::from_utf8(digits.get(..len)?).ok()?);
         } else {
             s.push_str(std::str::from_utf8(self.0.get(1..1 + len)?).ok()?);
         }

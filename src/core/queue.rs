@@ -26,6 +26,7 @@ use super::collation::Collations;
 use super::config::{JobConfig, JobKey};
 use super::error::QueueError;
 use super::gates::Gates;
+use super::idmap::IdMap;
 use super::index::OrderIndex;
 pub use super::job::JobInfo;
 pub(crate) use super::job::LoadedJob;
@@ -59,9 +60,9 @@ pub struct Queue {
     /// The collations: names, stacks and their reservations.
     pub(crate) colls: Collations,
     /// Attempts of queued jobs that have had any (job id -> attempts).
-    pub(crate) attempts: HashMap<u32, u32>,
+    pub(crate) attempts: IdMap<u32, u32>,
     /// Nonces that differ from their reservation's tie (node id -> nonce).
-    pub(crate) nonces: HashMap<u32, u64>,
+    pub(crate) nonces: IdMap<u32, u64>,
     /// Next sequence number (ties of ordinary reservations, and nonces). > 0.
     pub(crate) next_seq: i64,
     /// Tie of the last reservation put at the very front. <= 0.
@@ -130,8 +131,8 @@ impl Queue {
             by_key: IdTable::default(),
             index: OrderIndex::new(),
             colls: Collations::default(),
-            attempts: HashMap::new(),
-            nonces: HashMap::new(),
+            attempts: IdMap::default(),
+            nonces: IdMap::default(),
             next_seq: 1,
             front_tie: 0,
             payload_bytes: 0,
@@ -858,23 +859,6 @@ impl Queue {
             attempts: p.attempts,
             payload: Cow::Owned(p.job.payload.into_vec()),
         }
-    }
-
-    /// A popped job to lease: the reply's view (a copy of the payload) and
-    /// the parked job the lease keeps (with the collation reference).
-    pub(crate) fn park_popped(&self, p: Popped) -> (JobInfo<'static>, Parked) {
-        let info = JobInfo {
-            key: p.job.key,
-            collation: (p.coll != NIL).then(|| Cow::Owned(self.name_of(p.coll).into_owned())),
-            immediate: p.immediate,
-            nonce: p.nonce,
-            created_at: p.job.created_at,
-            release_at: p.release,
-            attempts: p.attempts,
-            payload: Cow::Owned(p.job.payload.to_vec()),
-        };
-        let (_, parked) = Queue::parked_from(p);
-        (info, parked)
     }
 
     /// A popped job as a parked one (with the collation reference).

@@ -15,12 +15,14 @@
 //! submissions inside the window. Everything depends only on the times
 //! given, so replicas and AOF replay agree.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
+
+use super::idmap::IdMap;
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Window {
     /// Collation id -> its submission times, ascending.
-    times: HashMap<u32, VecDeque<i64>>,
+    times: IdMap<u32, VecDeque<i64>>,
     /// (newest submission + window, collation): when a record can go.
     expiry: BTreeSet<(i64, u32)>,
     /// The window the expiry times were computed with.

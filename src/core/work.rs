@@ -2,9 +2,10 @@
 //! (leases), waiting to be retried (delayed), dead letters, kept results and
 //! cancelled leases. Plain data; the operations on it are in `worker.rs`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use super::config::{JobKey, KeyMap};
+use super::idmap::IdMap;
 use super::slab::NIL;
 
 /// How long a cancelled lease is remembered after its deadline, so the
@@ -89,12 +90,54 @@ pub struct StoredResult {
     pub payload: Box<[u8]>,
 }
 
+/// The lease tokens on one key: almost always one (a regrade while the job
+/// runs makes two), kept without an allocation then.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Tokens {
+    One(u64),
+    Many(Vec<u64>),
+}
+
+impl Tokens {
+    pub fn push(&mut self, t: u64) {
+        match self {
+            Tokens::One(a) => *self = Tokens::Many(vec![*a, t]),
+            Tokens::Many(v) => v.push(t),
+        }
+    }
+
+    /// Take `t` out; true if none are left.
+    pub fn remove(&mut self, t: u64) -> bool {
+        match self {
+            Tokens::One(a) => *a == t,
+            Tokens::Many(v) => {
+                v.retain(|x| *x != t);
+                match v.as_slice() {
+                    [] => true,
+                    [one] => {
+                        *self = Tokens::One(*one);
+                        false
+                    }
+                    _ => false,
+                }
+            }
+        }
+    }
+
+    pub fn as_slice(&self) -> &[u64] {
+        match self {
+            Tokens::One(a) => std::slice::from_ref(a),
+            Tokens::Many(v) => v,
+        }
+    }
+}
+
 /// Everything outside the queue order.
 #[derive(Clone, Debug, Default)]
 pub struct Work {
-    pub(crate) leases: HashMap<u64, Lease>,
+    pub(crate) leases: IdMap<u64, Lease>,
     /// Tokens of the leases on each key (derived from `leases`).
-    pub(crate) lease_keys: KeyMap<Vec<u64>>,
+    pub(crate) lease_keys: KeyMap<Tokens>,
     pub(crate) lease_order: BTreeSet<(i64, u64)>,
     pub(crate) delayed: KeyMap<Delayed>,
     pub(crate) delayed_order: BTreeSet<(i64, JobKey)>,
@@ -105,7 +148,7 @@ pub struct Work {
     pub(crate) dead_order: BTreeSet<(i64, i64, JobKey)>,
     pub(crate) results: KeyMap<StoredResult>,
     pub(crate) result_order: BTreeSet<(i64, JobKey)>,
-    pub(crate) cancelled: HashMap<u64, i64>,
+    pub(crate) cancelled: IdMap<u64, i64>,
     pub(crate) cancelled_order: BTreeSet<(i64, u64)>,
     /// Bytes of payloads held here (leased, delayed, dead, results).
     pub(crate) bytes: usize,

@@ -28,6 +28,7 @@
 //! its config names, so running counts per collation (`caps.rs`) follow it.
 
 use std::borrow::Cow;
+use std::collections::hash_map::Entry;
 
 use super::config::JobKey;
 use super::error::QueueError;
@@ -35,7 +36,7 @@ use super::job::LoadedJob;
 use super::limits::{valid_time, MAX_TIME, SEQ_LIMIT};
 use super::queue::{JobInfo, Queue};
 pub use super::work::{
-    Dead, DeathCause, Delayed, Lease, Parked, StoredResult, Work, CANCEL_MEMORY_MS,
+    Dead, DeathCause, Delayed, Lease, Parked, StoredResult, Tokens, Work, CANCEL_MEMORY_MS,
 };
 
 /// Retry and dead-letter policy, resolved by the adapter from module
@@ -98,10 +99,34 @@ impl TickReport {
 
 /// A delivery handed to a worker.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Delivery {
-    pub job: JobInfo<'static>,
+pub struct Delivery<'a> {
+    pub job: JobInfo<'a>,
     /// `None` for an at-most-once pop (`LEASE 0`).
     pub lease: Option<(u64, i64)>,
+}
+
+impl Delivery<'_> {
+    pub fn into_owned(self) -> Delivery<'static> {
+        Delivery {
+            job: self.job.into_owned(),
+            lease: self.lease,
+        }
+    }
+}
+
+/// What a pop handed out, before it is shown (`Queue::handout`): a leased
+/// job stays in the queue's lease, so its view borrows the payload from
+/// there instead of copying it; a job taken (`LEASE 0`) is owned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Handout {
+    Leased {
+        token: u64,
+        deadline: i64,
+        /// Of the reservation it was popped from.
+        nonce: u64,
+        release_at: i64,
+    },
+    Taken(JobInfo<'static>),
 }
 
 /// Outcome of a NACK.
@@ -365,7 +390,52 @@ impl Queue {
         lease_ms: i64,
         count: usize,
         policy: &Policy,
-    ) -> Result<(Vec<Delivery>, TickReport), QueueError> {
+    ) -> Result<(Vec<Delivery<'static>>, TickReport), QueueError> {
+        let (hs, report) = self.pop_handouts(now, lease_ms, count, policy)?;
+        let ds = hs
+            .iter()
+            .filter_map(|h| self.handout(h).map(Delivery::into_owned))
+            .collect();
+        Ok((ds, report))
+    }
+
+    /// What a handout shows: the job as it was popped, with its lease.
+    /// `None` only for a lease that is gone (not right after the pop).
+    pub fn handout<'a>(&'a self, h: &'a Handout) -> Option<Delivery<'a>> {
+        match h {
+            Handout::Taken(info) => Some(Delivery {
+                job: JobInfo {
+                    collation: info.collation.as_deref().map(Cow::Borrowed),
+                    payload: Cow::Borrowed(&info.payload),
+                    ..*info
+                },
+                lease: None,
+            }),
+            Handout::Leased {
+                token,
+                deadline,
+                nonce,
+                release_at,
+            } => {
+                let l = self.work.leases.get(token)?;
+                let mut job = self.parked_info(l.key, &l.job, *release_at);
+                job.nonce = *nonce;
+                Some(Delivery {
+                    job,
+                    lease: Some((*token, *deadline)),
+                })
+            }
+        }
+    }
+
+    /// `pop_deliveries` without showing them (see `Handout`).
+    pub fn pop_handouts(
+        &mut self,
+        now: i64,
+        lease_ms: i64,
+        count: usize,
+        policy: &Policy,
+    ) -> Result<(Vec<Handout>, TickReport), QueueError> {
         if !valid_time(now) || !valid_time(lease_ms) {
             return Err(QueueError::TimeOverflow);
         }
@@ -383,26 +453,26 @@ impl Queue {
                 break;
             };
             if lease_ms == 0 {
-                out.push(Delivery {
-                    job: self.finish_pop(popped),
-                    lease: None,
-                });
+                out.push(Handout::Taken(self.finish_pop(popped)));
                 continue;
             }
             let token = self.alloc_seq() as u64;
-            let (info, job) = self.park_popped(popped);
+            let (nonce, release_at) = (popped.nonce, popped.release);
+            let (key, job) = Queue::parked_from(popped);
             self.lease_insert(
                 token,
                 Lease {
-                    key: info.key,
+                    key,
                     deadline,
                     job,
                     superseded: false,
                 },
             );
-            out.push(Delivery {
-                job: info,
-                lease: Some((token, deadline)),
+            out.push(Handout::Leased {
+                token,
+                deadline,
+                nonce,
+                release_at,
             });
         }
         Ok((out, report))
@@ -426,7 +496,12 @@ impl Queue {
         let w = &mut self.work;
         w.bytes += lease.job.payload.len();
         w.lease_order.insert((lease.deadline, token));
-        w.lease_keys.entry(lease.key).or_default().push(token);
+        match w.lease_keys.entry(lease.key) {
+            Entry::Occupied(mut e) => e.get_mut().push(token),
+            Entry::Vacant(e) => {
+                e.insert(Tokens::One(token));
+            }
+        }
         w.leases.insert(token, lease);
     }
 
@@ -436,8 +511,7 @@ impl Queue {
         w.lease_order.remove(&(lease.deadline, token));
         w.bytes -= lease.job.payload.len();
         if let Some(tokens) = w.lease_keys.get_mut(&lease.key) {
-            tokens.retain(|t| *t != token);
-            if tokens.is_empty() {
+            if tokens.remove(token) {
                 w.lease_keys.remove(&lease.key);
             }
         }
@@ -452,7 +526,7 @@ impl Queue {
     /// must not come back.
     pub(crate) fn supersede(&mut self, key: &JobKey) {
         if let Some(tokens) = self.work.lease_keys.get(key) {
-            for t in tokens {
+            for t in tokens.as_slice() {
                 if let Some(l) = self.work.leases.get_mut(t) {
                     l.superseded = true;
                 }
@@ -574,7 +648,12 @@ impl Queue {
             removed = true;
         }
         removed |= self.forget_dead(key);
-        let mut tokens: Vec<u64> = self.work.lease_keys.get(key).cloned().unwrap_or_default();
+        let mut tokens: Vec<u64> = self
+            .work
+            .lease_keys
+            .get(key)
+            .map(|t| t.as_slice().to_vec())
+            .unwrap_or_default();
         tokens.sort_unstable();
         for token in tokens {
             if let Some(lease) = self.take_lease(token) {
@@ -688,7 +767,12 @@ impl Queue {
         if let Some(d) = self.work.delayed.get(key) {
             out.push(State::Delayed(*key, d));
         }
-        let mut tokens: Vec<u64> = self.work.lease_keys.get(key).cloned().unwrap_or_default();
+        let mut tokens: Vec<u64> = self
+            .work
+            .lease_keys
+            .get(key)
+            .map(|t| t.as_slice().to_vec())
+            .unwrap_or_default();
         tokens.sort_unstable();
         for t in tokens {
             if let Some(l) = self.work.leases.get(&t) {

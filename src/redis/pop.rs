@@ -4,7 +4,7 @@
 //! `ORCA.ACK ... NEXT` and `ORCA.NACK ... NEXT` (`worker.rs`).
 //!
 //! Every pop runs the queue's due time-driven changes first, and
-//! replicates as `ORCA.POP <q> LEASE <ms> COUNT <n> NOW <ms> MAXATTEMPTS <n>`
+//! replicates as `ORCA.POP <q> LEASE <ms> NOW <ms> MAXATTEMPTS <n> [COUNT <n>]`
 //! (the clock and the retry policy pinned), whichever command it came from.
 
 use redis_module::{Context, RedisError, RedisString};
@@ -13,7 +13,7 @@ use super::access::{core_err, write_queue};
 use super::args::{check_pins, err, from_master_or_aof, max_attempts, parse_int, Options};
 use super::ffi::{self, deny_blocking, now_ms, signal_ready, Arg, Kw};
 use super::hooks;
-use super::reply::{CmdResult, Reply};
+use super::reply::{self, CmdResult, Reply};
 use super::{settings, stats, timer};
 
 /// What a pop asks for.
@@ -77,45 +77,54 @@ pub fn take<'a>(
     let policy = settings::policy(Some(p.max_attempts));
     let count = p.count.unwrap_or(1) as usize;
     let (res, _) = write_queue(ctx, name, false, |q| {
-        let r = q
-            .pop_deliveries(now, p.lease, count, &policy)
+        let (hs, report) = q
+            .pop_handouts(now, p.lease, count, &policy)
             .map_err(core_err)?;
-        Ok((r, q.take_woken()))
+        if !hs.is_empty() {
+            // Written now, while the jobs' payloads can be borrowed from
+            // their leases (no copy).
+            let ds = hs.iter().filter_map(|h| q.handout(h)).collect();
+            reply::send(
+                ctx,
+                &Reply::Deliveries {
+                    ds,
+                    array: p.count.is_some(),
+                    queue: queue.then(|| name.as_slice()),
+                },
+            );
+        }
+        Ok((hs.len(), report, q.take_woken()))
     })?;
-    let Some(((ds, report), woken)) = res else {
+    let Some((handed, report, woken)) = res else {
         return Ok(None);
     };
-    if !ds.is_empty() || report.changed() {
-        ffi::replicate(
-            ctx,
-            c"ORCA.POP",
-            &[
-                Arg::Client(name),
-                Arg::Keyword(Kw::Lease),
-                Arg::Int(p.lease),
-                Arg::Keyword(Kw::Count),
-                Arg::Int(count as i64),
-                Arg::Keyword(Kw::Now),
-                Arg::Int(now),
-                Arg::Keyword(Kw::MaxAttempts),
-                Arg::Int(p.max_attempts),
-            ],
-        );
+    if handed > 0 || report.changed() {
+        // COUNT only when above 1: two arguments fewer on every
+        // single-job pop's way to replicas and the AOF.
+        let a = [
+            Arg::Client(name),
+            Arg::Keyword(Kw::Lease),
+            Arg::Int(p.lease),
+            Arg::Keyword(Kw::Now),
+            Arg::Int(now),
+            Arg::Keyword(Kw::MaxAttempts),
+            Arg::Int(p.max_attempts),
+            Arg::Keyword(Kw::Count),
+            Arg::Int(count as i64),
+        ];
+        let n = if count > 1 { a.len() } else { a.len() - 2 };
+        ffi::replicate(ctx, c"ORCA.POP", a.get(..n).unwrap_or(&a));
         timer::publish(ctx, name, &report);
     }
     if woken {
         signal_ready(ctx, name);
     }
-    if ds.is_empty() {
+    if handed == 0 {
         return Ok(None);
     }
-    stats::add(&stats::POPPED, ds.len());
+    stats::add(&stats::POPPED, handed);
     ffi::notify(ctx, c"orca.pop", name);
-    Ok(Some(Reply::Deliveries {
-        ds,
-        array: p.count.is_some(),
-        queue: queue.then(|| name.as_slice()),
-    }))
+    Ok(Some(Reply::Sent))
 }
 
 /// Refuse BLOCK where a client cannot be blocked.

@@ -90,12 +90,15 @@ pub enum Reply<'a> {
     /// The deliveries of a POP: the one delivery's map, or (`array`, POP
     /// with COUNT) an array of them. `queue` adds the queue's name to each.
     Deliveries {
-        ds: Vec<Delivery>,
+        ds: Vec<Delivery<'a>>,
         array: bool,
         queue: Option<&'a [u8]>,
     },
     /// Nothing now: the client is blocked and is answered later.
     Blocked,
+    /// Already written to the client (a pop's deliveries, written while
+    /// the queue they borrow from was open).
+    Sent,
 }
 
 impl<'a> Reply<'a> {
@@ -255,7 +258,7 @@ pub fn write<S: Sink>(s: &mut S, r: &Reply) {
             Some(d) => write_delivery(s, d, *queue),
             None => s.null(),
         },
-        Reply::Blocked => {}
+        Reply::Blocked | Reply::Sent => {}
     }
 }
 

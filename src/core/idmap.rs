@@ -1,0 +1,74 @@
+//! Hash maps keyed by the queue's own numbers (record ids, lease tokens):
+//! a multiplicative hash instead of SipHash. These keys are handed out by
+//! the queue itself (slab ids, sequence numbers), never chosen by clients,
+//! so they need no protection against crafted collisions, and SipHash was
+//! a tenth of a leased pop's time (docs/design.md, "The hot path").
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// FxHash's step: xor the word in, multiply by an odd constant. Sequential
+/// keys spread evenly over the low bits (a bijection there) and the high
+/// bits (which hashbrown uses as tags) mix well.
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+const K: u64 = 0x517c_c1b7_2722_0a95;
+
+impl IdHasher {
+    fn add(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(K);
+    }
+}
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(b));
+        }
+    }
+    fn write_u32(&mut self, x: u32) {
+        self.add(x as u64);
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.add(x);
+    }
+    fn write_i64(&mut self, x: i64) {
+        self.add(x as u64);
+    }
+    fn write_usize(&mut self, x: usize) {
+        self.add(x as u64);
+    }
+}
+
+/// A `HashMap` keyed by record ids or tokens.
+pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequential_keys_spread() {
+        let mut m: IdMap<u64, u64> = IdMap::default();
+        for i in 0..100_000u64 {
+            m.insert(i, i * 2);
+        }
+        for i in 0..100_000u64 {
+            assert_eq!(m.get(&i), Some(&(i * 2)));
+        }
+        // Low bits of sequential ids land in distinct buckets.
+        let h = |x: u64| {
+            let mut s = IdHasher::default();
+            s.write_u64(x);
+            s.finish() & 1023
+        };
+        let buckets: std::collections::HashSet<u64> = (0..1024).map(h).collect();
+        assert_eq!(buckets.len(), 1024);
+    }
+}
