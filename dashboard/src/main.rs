@@ -5,6 +5,7 @@
 //! See dashboard/README.md.
 
 mod config;
+mod drops;
 mod format;
 mod orca;
 mod sampler;
@@ -29,6 +30,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_target(false)
+        // colours only on a terminal: the log is also the record of dropped gates
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let settings = match Args::parse().check() {
         Ok(s) => s,

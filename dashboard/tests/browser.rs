@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Browser, Dashboard, Redis};
+use common::{enc, Browser, Dashboard, Redis};
 use serde_json::json;
 
 fn config(key: &str, user: u32, course: &str) -> serde_json::Value {
@@ -218,11 +218,11 @@ async fn pages_show_the_queues() {
         .map(|i| orca_key(&format!("sub-{i}"), "http://web/cb"))
         .find(|k| r.cmd(&["ORCA.RESULT", "grading", k]).unwrap() != redis::Value::Nil)
         .expect("a kept result");
-    b.goto(&d.url(&format!("/job?q=grading&key={}", common_enc(&finished))))
+    b.goto(&d.url(&format!("/job?q=grading&key={}", enc(&finished))))
         .await;
     assert_eq!(b.wait_for("#job-state").await, "finished");
     assert!(b.text("#result").await.contains("\"score\": 97"));
-    b.goto(&d.url(&format!("/job?q=grading&key={}", common_enc(&dead_key))))
+    b.goto(&d.url(&format!("/job?q=grading&key={}", enc(&dead_key))))
         .await;
     assert_eq!(b.wait_for("#job-state").await, "dead");
     assert!(b.text("#job-fields").await.contains("cause"));
@@ -265,17 +265,6 @@ async fn pages_show_the_queues() {
     b.close().await;
 }
 
-fn common_enc(s: &str) -> String {
-    s.bytes()
-        .map(|c| match c {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (c as char).to_string()
-            }
-            _ => format!("%{c:02X}"),
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn actions_change_the_queue_and_need_the_csrf_token() {
     let r = Redis::start();
@@ -287,7 +276,7 @@ async fn actions_change_the_queue_and_need_the_csrf_token() {
 
     // Move to back, then to front, from the job page.
     let first = r.order("grading")[0].clone();
-    b.goto(&d.url(&format!("/job?q=grading&key={}", common_enc(&first))))
+    b.goto(&d.url(&format!("/job?q=grading&key={}", enc(&first))))
         .await;
     b.wait_for("#move-back").await;
     assert!(b
@@ -341,7 +330,7 @@ async fn actions_change_the_queue_and_need_the_csrf_token() {
                 == Some("leased")
         })
         .unwrap();
-    b.goto(&d.url(&format!("/job?q=grading&key={}", common_enc(&running))))
+    b.goto(&d.url(&format!("/job?q=grading&key={}", enc(&running))))
         .await;
     assert!(b.click_to("#delete", "#notice").await.contains("Deleted"));
     assert_eq!(b.path().await, "/queue?q=grading&done=deleted");
@@ -388,23 +377,17 @@ async fn actions_change_the_queue_and_need_the_csrf_token() {
 
     // CSRF: a form whose token was tampered with is refused, nothing changes.
     let victim = r.order("grading")[2].clone();
-    b.goto(&d.url(&format!("/job?q=grading&key={}", common_enc(&victim))))
+    b.goto(&d.url(&format!("/job?q=grading&key={}", enc(&victim))))
         .await;
     b.wait_for("#delete").await;
-    b.client
-        .execute(
-            "document.querySelectorAll('input[name=csrf]').forEach(i => i.value = 'forged');",
-            vec![],
-        )
-        .await
-        .unwrap();
+    b.forge_csrf().await;
     assert!(b.click_to("#delete", "#error").await.contains("CSRF token"));
     b.screenshot("csrf-refused").await;
     assert!(r
         .field_str(&["ORCA.STATUS", "grading", &victim], "state")
         .is_some());
     // ... and a POST from outside the browser (no CSRF cookie) too.
-    let body = format!("csrf=x&q=grading&key={}", common_enc(&victim));
+    let body = format!("csrf=x&q=grading&key={}", enc(&victim));
     let (code, _) = d.http(
         "POST",
         "/action/delete",
@@ -506,6 +489,11 @@ async fn a_token_protects_the_dashboard() {
 async fn read_only_mode_works_with_a_read_only_acl_user() {
     let r = Redis::start();
     fill(&r);
+    // a gate holding a job, and a running cap
+    assert_eq!(r.int(&["ORCA.GATE", "grading", "img", "CLOSE"]), 1);
+    let held = r.enqueue("grading", json!({"key": "held-1", "gate": "img"}));
+    r.cmd(&["ORCA.SETTINGS", "grading", "MAXRUNNING", "2"])
+        .unwrap();
     r.cmd(&[
         "ACL",
         "SETUSER",
@@ -546,11 +534,17 @@ async fn read_only_mode_works_with_a_read_only_acl_user() {
     let first = r.order("grading")[0].clone();
     for path in [
         "/queue?q=grading".to_string(),
+        "/queue?q=grading&state=held".to_string(),
+        "/queue?q=grading&state=running".to_string(),
+        "/queue?q=grading&state=delayed".to_string(),
         "/queue/find?q=grading&collation=user.1".to_string(),
+        "/queue/gates?q=grading".to_string(),
+        "/queue/gate?q=grading&gate=img".to_string(),
         "/queue/stats?q=grading".to_string(),
         "/queue/settings?q=grading".to_string(),
         "/queue/dead?q=grading".to_string(),
-        format!("/job?q=grading&key={}", common_enc(&first)),
+        format!("/job?q=grading&key={}", enc(&first)),
+        format!("/job?q=grading&key={}", enc(&held)),
     ] {
         b.goto(&d.url(&path)).await;
         b.wait_for("main").await;
@@ -560,26 +554,42 @@ async fn read_only_mode_works_with_a_read_only_acl_user() {
             0,
             "{path} offers an action"
         );
+        assert_eq!(
+            b.count("#unreadable, #queue-settings-note, #cap-note")
+                .await,
+            0,
+            "{path}: {}",
+            b.body().await
+        );
     }
     b.goto(&d.url("/queue?q=grading")).await;
     assert_eq!(b.texts("#jobs td.position").await.len(), 12);
     b.screenshot("read-only-queue").await;
-    // What this user may not read is explained, not an error.
+    // The read commands show everything: dead letters (ORCA.LIST ... STATE
+    // DEAD), gates and held jobs, settings (ORCA.STATS), running jobs.
     b.goto(&d.url("/queue/dead?q=grading")).await;
-    assert!(b
-        .wait_for("#unreadable")
-        .await
-        .contains("may not read dead letters"));
+    b.wait_for("#dead").await;
+    assert_eq!(b.texts("#dead td.cause").await, ["failed"]);
+    b.goto(&d.url("/queue/gates?q=grading")).await;
+    assert_eq!(b.wait_for("#gates tr[data-gate=img] td.held").await, "1");
+    b.goto(&d.url("/queue/gate?q=grading&gate=img")).await;
+    assert_eq!(b.wait_for("#gate-held").await, "1");
+    assert_eq!(b.attrs("#jobs tbody tr", "data-key").await, [held]);
+    b.goto(&d.url("/queue?q=grading&state=running")).await;
+    assert_eq!(b.wait_for("#running td.count").await, "1");
     b.goto(&d.url("/queue/settings?q=grading")).await;
-    assert!(b
-        .wait_for("#queue-settings-note")
-        .await
-        .contains("ORCA.SETTINGS"));
+    assert!(b.wait_for("#settings-source").await.contains("ORCA.STATS"));
     assert_eq!(
         b.text("#queue-settings tr[data-field=order] .value").await,
         "lifo"
     );
-    b.goto(&d.url(&format!("/job?q=grading&key={}", common_enc(&first))))
+    assert_eq!(
+        b.text("#queue-settings tr[data-field=maxrunning] .value")
+            .await,
+        "2"
+    );
+    assert_eq!(b.count("#settings-form, #set-order").await, 0);
+    b.goto(&d.url(&format!("/job?q=grading&key={}", enc(&first))))
         .await;
     assert_eq!(b.wait_for("#job-state").await, "queued");
 
@@ -595,8 +605,25 @@ async fn read_only_mode_works_with_a_read_only_acl_user() {
         )
         .await;
     assert!(msg.contains("read-only"), "{msg}");
-    let (code, _) = d.http("POST", "/action/purge", &[], "q=grading&confirm=yes");
-    assert_eq!(code, 403);
+    for (path, body) in [
+        ("/action/purge", "q=grading&confirm=yes"),
+        ("/action/gate", "q=grading&gate=img&op=drop&confirm=yes"),
+        ("/action/gate", "q=grading&gate=img&op=open"),
+        ("/action/settings", "q=grading&maxrunning=0"),
+    ] {
+        let (code, _) = d.http(
+            "POST",
+            path,
+            &[("Content-Type", "application/x-www-form-urlencoded")],
+            body,
+        );
+        assert_eq!(code, 403, "{path}");
+    }
+    assert_eq!(r.field_int(&["ORCA.STATS", "grading"], "held"), Some(1));
+    assert_eq!(
+        r.field_int(&["ORCA.SETTINGS", "grading"], "maxrunning"),
+        Some(2)
+    );
     assert_eq!(
         r.field_str(&["ORCA.STATUS", "grading", &first], "state")
             .as_deref(),
@@ -650,8 +677,7 @@ async fn bad_input_gets_a_clear_page() {
     // Names that need escaping work end to end.
     let odd = "odd / name?&#%é";
     r.enqueue(odd, json!({"key": "<script>alert(1)</script>"}));
-    b.goto(&d.url(&format!("/queue?q={}", common_enc(odd))))
-        .await;
+    b.goto(&d.url(&format!("/queue?q={}", enc(odd)))).await;
     assert_eq!(b.wait_for("#queue-name").await, odd);
     assert_eq!(
         b.text("#jobs td.config-key").await,

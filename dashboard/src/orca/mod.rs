@@ -1,12 +1,13 @@
-//! Every Redis call the dashboard makes lives in this module, so a change of
-//! the module's commands (for example `ORCA.LIST <q> STATE dead` replacing
-//! `ORCA.DEAD <q> LIST` for read-only users) is a change here only.
+//! Every Redis call the dashboard makes lives in this module (and its
+//! `policy` part: gates, settings, listings by state), so a change of the
+//! module's commands is a change here only.
 //!
 //! Each function is one command (or, for the sampler, one pipeline of
 //! read-only commands); each action is exactly one module command, so it is
 //! atomic on the server.
 
 pub mod job;
+mod policy;
 pub mod value;
 
 use std::time::Duration;
@@ -16,6 +17,7 @@ use redis::{Client, Cmd, ErrorKind, ProtocolVersion, RedisError};
 use tokio::sync::Mutex;
 
 pub use job::{looks_like_orca_key, metadata_matches, orca_key, Job};
+pub use policy::JobState;
 pub use value::{Fields, Val};
 
 /// The Redis type name the module registers (docs/commands.md, "Key operations").
@@ -250,23 +252,9 @@ impl Orca {
         }
     }
 
-    /// Dead letters in the order they died. `ORCA.DEAD <q> LIST` for now (a
-    /// write command, so refused to read-only ACL users); to become
-    /// `ORCA.LIST <q> STATE dead` when the module has it.
-    pub async fn dead_list(&self, queue: &str, offset: u64, limit: u64) -> OrcaResult<Vec<Job>> {
-        let mut cmd = redis::cmd("ORCA.DEAD");
-        cmd.arg(queue)
-            .arg("LIST")
-            .arg("OFFSET")
-            .arg(offset)
-            .arg("LIMIT")
-            .arg(limit);
-        self.run_jobs(&cmd, "ORCA.DEAD LIST").await
-    }
-
-    /// The queue's settings. `ORCA.SETTINGS <q>` for now (a write command:
-    /// refused on replicas and to read-only users); to become the
-    /// `settings` section of `ORCA.STATS` when the module has it.
+    /// The queue's settings, fresh: `ORCA.SETTINGS <q>` (O(1), but a write
+    /// command: refused on replicas and to read-only users, who read the
+    /// `settings` map of `ORCA.STATS` instead).
     pub async fn settings(&self, queue: &str) -> OrcaResult<Fields> {
         self.run_fields(redis::cmd("ORCA.SETTINGS").arg(queue), "ORCA.SETTINGS")
             .await

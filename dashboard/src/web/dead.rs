@@ -1,5 +1,7 @@
-//! Dead letters in the order they died, paged, with cause and attempts;
-//! requeue or delete one, or purge them all.
+//! Dead letters in the order they died, paged with `ORCA.LIST <q> STATE
+//! DEAD` (a read-only command, O(offset + page)), with cause (`failed`,
+//! `lease-expired`, `expired`: lifetime over) and attempts; requeue or
+//! delete one, or purge them all.
 
 use askama::Template;
 use axum::response::Response;
@@ -11,7 +13,8 @@ use super::head::{queue_head, queue_name, QueueHead};
 use super::layout::{enc, queue_crumbs, Ctx, Layout};
 use super::pager::Pager;
 use super::rows::JobRow;
-use crate::orca::OrcaError;
+use crate::format;
+use crate::orca::{JobState, OrcaError};
 
 const DEFAULT_PER: u64 = 50;
 
@@ -24,6 +27,8 @@ struct DeadPage {
     back: String,
     unreadable: Option<String>,
     pager: Pager,
+    /// The queue's bounds on dead letters (DEADMAX, DEADTTL), if known.
+    bounds: String,
 }
 
 #[derive(Deserialize)]
@@ -38,25 +43,39 @@ pub async fn page(ctx: Ctx, Query(q): Query<DeadQuery>) -> AppResult<Response> {
     let paging = Paging::parse(q.page.as_deref(), q.per.as_deref(), DEFAULT_PER)?;
     let app = ctx.app.clone();
     let h = queue_head(&app, &name, "dead").await?;
-    let total = app
-        .stats
-        .get(&app.orca, &name)
-        .await
-        .ok()
-        .and_then(|(s, _)| s.int("dead"))
+    let stats = app.stats.get(&app.orca, &name).await.ok().map(|(s, _)| s);
+    let total = stats
+        .as_ref()
+        .and_then(|s| s.int("dead"))
         .and_then(|d| u64::try_from(d).ok());
-    let (rows, unreadable) = match app.orca.dead_list(&name, paging.offset(), paging.per).await {
+    let bounds = stats
+        .as_ref()
+        .and_then(|s| s.map("settings"))
+        .map(|s| {
+            let max = match s.int("deadmax") {
+                Some(0) | None => "no bound on their number".to_string(),
+                Some(n) => format!("at most {} kept (the oldest go first)", format::count(n)),
+            };
+            let ttl = match s.int("deadttl") {
+                Some(0) | None => "kept until purged".to_string(),
+                Some(t) => format!("forgotten {} after they died", format::duration(t)),
+            };
+            format!("{max}, {ttl}")
+        })
+        .unwrap_or_default();
+    let listed = app
+        .orca
+        .list_state(&name, JobState::Dead, None, paging.offset(), paging.per)
+        .await;
+    let (rows, unreadable) = match listed {
         Ok(jobs) => (
             jobs.iter().map(|j| JobRow::new(&name, j, h.now)).collect(),
             None,
         ),
-        // ORCA.DEAD is a write command: a read-only ACL user may not run it.
         Err(OrcaError::NoPerm(m)) => (
             Vec::new(),
             Some(format!(
-                "This Redis user may not read dead letters ({m}). The module lists them \
-                 with ORCA.DEAD <queue> LIST, a write command; grant it, or use a user \
-                 that may run it."
+                "This Redis user may not read dead letters ({m}): it needs ORCA.LIST."
             )),
         ),
         Err(e) => return Err(e.into()),
@@ -70,6 +89,7 @@ pub async fn page(ctx: Ctx, Query(q): Query<DeadQuery>) -> AppResult<Response> {
         rows,
         back,
         unreadable,
+        bounds,
     };
     Ok(ctx.render(&page))
 }

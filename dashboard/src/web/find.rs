@@ -75,11 +75,11 @@ pub async fn page(ctx: Ctx, Query(q): Query<FindQuery>) -> AppResult<Response> {
         if !url.is_empty() {
             message = Some(format!(
                 "No job with config key \u{201c}{key}\u{201d} and this response_url \
-                 (orca key {k}) is queued, delayed, running or dead, and no result is kept."
+                 (orca key {k}) is queued, held, delayed, running or dead, and no result is kept."
             ));
         } else {
             message = Some(format!(
-                "No job has the orca key {k} (queued, delayed, running or dead), and no \
+                "No job has the orca key {k} (queued, held, delayed, running or dead), and no \
                  result is kept for it. Scanning for it as a config key instead:"
             ));
         }

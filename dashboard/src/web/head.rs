@@ -61,6 +61,7 @@ pub async fn queue_head(app: &App, name: &str, active: &str) -> AppResult<QueueH
         Ok((s, age)) => {
             for (label, field, id) in [
                 ("queued", "queued", "count-queued"),
+                ("held", "held", "count-held"),
                 ("delayed", "delayed", "count-delayed"),
                 ("running", "leased", "count-leased"),
                 ("dead", "dead", "count-dead"),
@@ -76,6 +77,13 @@ pub async fn queue_head(app: &App, name: &str, active: &str) -> AppResult<QueueH
                     });
                 }
             }
+            if let Some(g) = s.map("gates") {
+                counts.push(Count {
+                    label: "closed gates",
+                    value: format::count(g.0.len() as i64),
+                    id: "count-gates",
+                });
+            }
             let oldest = s.map("wait_all").and_then(|w| w.int("max"));
             counts.push(Count {
                 label: "oldest wait",
@@ -89,6 +97,7 @@ pub async fn queue_head(app: &App, name: &str, active: &str) -> AppResult<QueueH
     let tabs = [
         ("Jobs", "jobs"),
         ("Find", "find"),
+        ("Gates", "gates"),
         ("Dead letters", "dead"),
         ("Stats", "stats"),
         ("Settings", "settings"),

@@ -63,8 +63,8 @@ pub async fn page(ctx: Ctx, Query(q): Query<JobQuery>) -> AppResult<Response> {
     let result = app.orca.result(&name, &key).await?;
     if status.is_none() && result.is_none() {
         return Err(AppError::NotFound(format!(
-            "No job with orca key {} in queue \u{201c}{}\u{201d}: it is not queued, delayed, \
-             running or dead, and no result is kept for it (it may have finished, or been deleted).",
+            "No job with orca key {} in queue \u{201c}{}\u{201d}: it is not queued, held, \
+             delayed, running or dead, and no result is kept for it (it may have finished, or been deleted).",
             format::short(&key, 60),
             format::short(&name, 200)
         )));

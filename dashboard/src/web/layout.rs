@@ -39,6 +39,19 @@ pub fn collation_href(queue: &str, collation: &str) -> String {
     format!("/queue/find?q={}&collation={}", enc(queue), enc(collation))
 }
 
+pub fn gate_href(queue: &str, gate: &str) -> String {
+    format!("/queue/gate?q={}&gate={}", enc(queue), enc(gate))
+}
+
+/// The jobs page listing one state (`queued` is the plain jobs page).
+pub fn state_href(queue: &str, state: &str) -> String {
+    if state == "queued" {
+        queue_href(queue)
+    } else {
+        format!("/queue?q={}&state={state}", enc(queue))
+    }
+}
+
 pub struct Crumb {
     pub label: String,
     pub href: String,
@@ -98,6 +111,17 @@ fn notice(query: Option<&str>) -> Option<String> {
         "gone" => "Nothing to delete: the job was already gone.".to_string(),
         "requeued" => "Requeued the dead letter (immediate, with fresh attempts).".to_string(),
         "purged" => format!("Purged {} dead letters.", format::count(n.unwrap_or(0))),
+        "gate-closed" => {
+            "Closed the gate: new jobs naming it are held until it is opened.".to_string()
+        }
+        "gate-was-closed" => "The gate was already closed: nothing changed.".to_string(),
+        "gate-opened" => format!(
+            "Opened the gate: {} held job{} entered the queue.",
+            format::count(n.unwrap_or(0)),
+            if n == Some(1) { "" } else { "s" }
+        ),
+        "settings" => "Saved the queue's settings.".to_string(),
+        "settings-same" => "Nothing to save: no setting was changed.".to_string(),
         _ => return None,
     };
     Some(text)
@@ -221,6 +245,10 @@ mod tests {
             "Purged 3 dead letters."
         );
         assert_eq!(notice(Some("done=<script>")), None);
+        assert_eq!(
+            notice(Some("done=gate-opened&n=1")).unwrap(),
+            "Opened the gate: 1 held job entered the queue."
+        );
         assert_eq!(notice(None), None);
     }
 }

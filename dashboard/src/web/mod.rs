@@ -3,9 +3,12 @@
 pub mod actions;
 pub mod auth;
 pub mod dead;
+pub mod dropped;
 pub mod error;
 pub mod extract;
 pub mod find;
+pub mod gate_actions;
+pub mod gates;
 pub mod head;
 pub mod info;
 pub mod job;
@@ -14,8 +17,12 @@ pub mod overview;
 pub mod pager;
 pub mod queue;
 pub mod rows;
+pub mod running;
 pub mod scan;
 pub mod security;
+pub mod settings;
+pub mod settings_form;
+pub mod states;
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -30,6 +37,7 @@ use axum::Router;
 use axum_csrf::{CsrfConfig, Key, SameSite};
 use tower_http::catch_panic::CatchPanicLayer;
 
+use crate::drops::Drops;
 use crate::orca::Orca;
 use crate::sampler::History;
 use crate::stats_cache::StatsCache;
@@ -39,6 +47,8 @@ pub struct Inner {
     pub orca: Arc<Orca>,
     pub history: History,
     pub stats: StatsCache,
+    /// Gate drops kept for the page after them (and their download).
+    pub drops: Drops,
     pub csrf: CsrfConfig,
     pub auth: Option<auth::Auth>,
     pub read_only: bool,
@@ -85,6 +95,7 @@ impl App {
             orca,
             history,
             stats: StatsCache::new(o.stats_ttl),
+            drops: Drops::default(),
             csrf,
             auth: o.token.map(auth::Auth::new),
             read_only: o.read_only,
@@ -135,12 +146,18 @@ pub fn router(app: App) -> Router {
         .route("/queue/find", get(find::page))
         .route("/queue/dead", get(dead::page))
         .route("/queue/stats", get(info::stats))
-        .route("/queue/settings", get(info::settings))
+        .route("/queue/settings", get(settings::page))
+        .route("/queue/gates", get(gates::list))
+        .route("/queue/gate", get(gates::page))
+        .route("/queue/dropped", get(dropped::page))
+        .route("/queue/dropped.json", get(dropped::download))
         .route("/job", get(job::page))
         .route("/action/move", post(actions::move_job))
         .route("/action/delete", post(actions::delete))
         .route("/action/requeue", post(actions::requeue))
         .route("/action/purge", post(actions::purge))
+        .route("/action/gate", post(gate_actions::gate))
+        .route("/action/settings", post(settings::save))
         .route("/login", get(auth::login_form).post(auth::login))
         .route("/logout", post(auth::logout))
         .route("/static/style.css", get(style))

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::error::AppResult;
 use super::extract::{Paging, Query};
-use super::layout::{queue_href, Ctx, Layout};
+use super::layout::{queue_href, tab_href, Ctx, Layout};
 use super::pager::Pager;
 use crate::{format, svg};
 
@@ -18,6 +18,9 @@ pub struct QueueLine {
     pub name: String,
     pub href: String,
     pub queued: String,
+    pub held: String,
+    pub gates: String,
+    pub gates_href: String,
     pub delayed: String,
     pub leased: String,
     pub dead: String,
@@ -65,6 +68,9 @@ pub async fn page(ctx: Ctx, Query(q): Query<OverviewQuery>) -> AppResult<Respons
             name: name.clone(),
             href: queue_href(name),
             queued: String::new(),
+            held: String::new(),
+            gates: String::new(),
+            gates_href: tab_href("gates", name),
             delayed: String::new(),
             leased: String::new(),
             dead: String::new(),
@@ -81,6 +87,15 @@ pub async fn page(ctx: Ctx, Query(q): Query<OverviewQuery>) -> AppResult<Respons
             Ok((s, _)) => {
                 let c = |f: &str| s.int(f).map(format::count).unwrap_or_default();
                 line.queued = c("queued");
+                line.held = c("held");
+                line.gates = s
+                    .map("gates")
+                    .map(|g| match g.0.len() {
+                        0 => String::new(),
+                        1 => "1 closed gate".to_string(),
+                        n => format!("{} closed gates", format::count(n as i64)),
+                    })
+                    .unwrap_or_default();
                 line.delayed = c("delayed");
                 line.leased = c("leased");
                 line.dead = c("dead");

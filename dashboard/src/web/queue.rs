@@ -5,6 +5,9 @@
 //! at 1M jobs), so it is used only while the queue is at most
 //! `--scan-window` jobs long; a longer queue is filtered by windowed scans
 //! with the same matching rule (`scan`), O(log n + window) per request.
+//! Under a running cap, the jobs waiting only because of it are marked
+//! (`running::mark_capped`). `state=held|running|delayed` lists the other
+//! states instead (`states`).
 
 use askama::Template;
 use axum::response::Response;
@@ -16,9 +19,11 @@ use super::head::{queue_head, queue_name, QueueHead};
 use super::layout::{enc, queue_crumbs, Ctx, Layout};
 use super::pager::Pager;
 use super::rows::JobRow;
+use super::running::{cap_of, mark_capped};
 use super::scan::scan;
+use super::states::{state_links, StateLink};
 use crate::format;
-use crate::orca::metadata_matches;
+use crate::orca::{metadata_matches, JobState};
 
 const DEFAULT_PER: u64 = 50;
 
@@ -38,6 +43,10 @@ struct QueuePage {
     /// Set when the filter ran as a windowed scan.
     scanned: Option<String>,
     scan_next: Option<String>,
+    states: Vec<StateLink>,
+    /// The running cap, when the queue has one.
+    cap: Option<String>,
+    cap_note: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -48,11 +57,28 @@ pub struct JobsQuery {
     field: Option<String>,
     value: Option<String>,
     from: Option<String>,
+    state: Option<String>,
 }
 
 pub async fn jobs(ctx: Ctx, Query(q): Query<JobsQuery>) -> AppResult<Response> {
     let name = queue_name(q.q)?;
     let paging = Paging::parse(q.page.as_deref(), q.per.as_deref(), DEFAULT_PER)?;
+    let state = match q.state.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        None => JobState::Queued,
+        Some(s) => match JobState::parse(s) {
+            Some(JobState::Dead) | None => {
+                return Err(AppError::BadRequest(format!(
+                    "Unknown state \u{201c}{}\u{201d}: the jobs page lists queued, held, running \
+                     or delayed jobs (dead letters have their own tab).",
+                    format::short(s, 40)
+                )))
+            }
+            Some(st) => st,
+        },
+    };
+    if state != JobState::Queued {
+        return super::states::page(ctx, name, state, paging).await;
+    }
     let field = q.field.unwrap_or_default().trim().to_string();
     let value = q.value.unwrap_or_default();
     if field.is_empty() && !value.is_empty() {
@@ -74,7 +100,7 @@ pub async fn jobs(ctx: Ctx, Query(q): Query<JobsQuery>) -> AppResult<Response> {
     let mut scan_next = None;
     let mut back = format!("{base}page={}&per={}", paging.page, paging.per);
     let mut pager_total = (!filtered).then_some(len);
-    let rows: Vec<JobRow> = if !filtered && paging.offset() >= len && len > 0 {
+    let mut rows: Vec<JobRow> = if !filtered && paging.offset() >= len && len > 0 {
         past_end = Some(format!(
             "Page {} is past the end: the queue has {} jobs ({} pages of {}).",
             format::count(paging.page as i64),
@@ -104,8 +130,18 @@ pub async fn jobs(ctx: Ctx, Query(q): Query<JobsQuery>) -> AppResult<Response> {
             .await?;
         jobs.iter().map(|j| JobRow::new(&name, j, h.now)).collect()
     };
+    let stats = app.stats.get(&app.orca, &name).await.ok().map(|(s, _)| s);
+    let cap = stats.as_deref().map(cap_of).unwrap_or(0);
+    let cap_note = if cap > 0 {
+        mark_capped(&app, &name, &mut rows).await
+    } else {
+        None
+    };
     let page = QueuePage {
         l: ctx.layout(format!("{name} · jobs"), queue_crumbs(&name)),
+        states: state_links(&name, stats.as_deref(), JobState::Queued),
+        cap: (cap > 0).then(|| format::count(cap as i64)),
+        cap_note,
         pager: Pager::new(&base, paging, pager_total, rows.len() as u64, true),
         h,
         rows,

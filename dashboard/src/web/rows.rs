@@ -2,11 +2,11 @@
 //! stay free of logic. Maps are rendered generically (every field the server
 //! returns), so fields the module adds later show up without code changes.
 
-use super::layout::{collation_href, job_href};
+use super::layout::{collation_href, gate_href, job_href};
 use crate::format;
 use crate::orca::{Fields, Job, Val};
 
-/// A job in a listing (queued, dead or found by a search).
+/// A job in a listing (any state, or found by a search).
 pub struct JobRow {
     pub position: String,
     pub key: String,
@@ -22,11 +22,24 @@ pub struct JobRow {
     pub immediate: bool,
     pub cause: String,
     pub died: String,
+    /// Held jobs: the gate they wait behind.
+    pub gate: String,
+    pub gate_href: String,
+    /// Running jobs: the lease token and the deadline.
+    pub lease: String,
+    pub deadline: String,
+    pub deadline_title: String,
+    /// Delayed jobs: when the retry is due.
+    pub retry: String,
+    /// Queued jobs waiting only because their collation is at the running
+    /// cap (`capped` of ORCA.STATUS; set by the listing that asked).
+    pub capped: bool,
 }
 
 impl JobRow {
     pub fn new(queue: &str, job: &Job, now: i64) -> JobRow {
         let f = &job.fields;
+        let gate = f.text("gate").unwrap_or_default().to_string();
         JobRow {
             position: job.position.map(format::count).unwrap_or_default(),
             key: job.key.clone(),
@@ -55,6 +68,23 @@ impl JobRow {
                 .int("died_at")
                 .map(|t| format::relative(now, t))
                 .unwrap_or_default(),
+            gate_href: if gate.is_empty() {
+                String::new()
+            } else {
+                gate_href(queue, &gate)
+            },
+            gate,
+            lease: f.get("lease").map(Val::to_text).unwrap_or_default(),
+            deadline: f
+                .int("deadline")
+                .map(|t| format::relative(now, t))
+                .unwrap_or_default(),
+            deadline_title: f.int("deadline").map(format::timestamp).unwrap_or_default(),
+            retry: f
+                .int("retry_at")
+                .map(|t| format::relative(now, t))
+                .unwrap_or_default(),
+            capped: f.int("capped") == Some(1),
         }
     }
 }
@@ -74,6 +104,8 @@ fn is_time_field(name: &str) -> bool {
 fn is_duration_field(path: &str, name: &str) -> bool {
     (path.starts_with("wait") && matches!(name, "avg" | "min" | "max"))
         || name.ends_with("_ms")
+        || ((path == name || path.starts_with("settings."))
+            && (matches!(name, "lifetime" | "deadttl") || name.starts_with("autodelay_")))
         || matches!(
             name,
             "orca.move-to-back-buffer"
@@ -81,6 +113,11 @@ fn is_duration_field(path: &str, name: &str) -> bool {
                 | "orca.retry-base"
                 | "orca.retry-cap"
                 | "orca.result-ttl"
+                | "orca.job-lifetime"
+                | "orca.autodelay-window"
+                | "orca.autodelay-step"
+                | "orca.autodelay-cap"
+                | "orca.dead-ttl"
         )
 }
 

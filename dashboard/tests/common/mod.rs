@@ -15,6 +15,18 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
+/// Percent-encode everything but the unreserved characters (for addresses).
+pub fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|c| match c {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (c as char).to_string()
+            }
+            _ => format!("%{c:02X}"),
+        })
+        .collect()
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -176,26 +188,50 @@ impl Redis {
             .expect("ORCA.ENQUEUE replies a key")
     }
 
-    /// The orca keys of the whole queue in pop order (small queues only).
-    pub fn order(&self, queue: &str) -> Vec<String> {
-        match self.cmd(&["ORCA.LIST", queue, "LIMIT", "1000"]) {
+    /// One text field of every job a listing replies (`ORCA.LIST ...`,
+    /// any state), in reply order; "" where a job lacks it.
+    pub fn list_field(&self, args: &[&str], name: &str) -> Vec<String> {
+        match self.cmd(args) {
             Ok(redis::Value::Array(jobs)) => jobs
                 .into_iter()
                 .map(|j| match j {
                     redis::Value::Array(f) => f
                         .chunks(2)
-                        .find(|kv| matches!(&kv[0], redis::Value::BulkString(k) if k == b"key"))
-                        .and_then(|kv| match &kv[1] {
-                            redis::Value::BulkString(b) => {
-                                Some(String::from_utf8_lossy(b).into_owned())
-                            }
-                            _ => None,
+                        .find(|kv| matches!(&kv[0], redis::Value::BulkString(k) if k == name.as_bytes()))
+                        .map(|kv| match &kv[1] {
+                            redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                            redis::Value::Int(i) => i.to_string(),
+                            other => panic!("{args:?} {name}: {other:?}"),
                         })
-                        .expect("job key"),
+                        .unwrap_or_default(),
                     other => panic!("job: {other:?}"),
                 })
                 .collect(),
-            other => panic!("ORCA.LIST: {other:?}"),
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    /// The orca keys of the whole queue in pop order (small queues only).
+    pub fn order(&self, queue: &str) -> Vec<String> {
+        self.list_field(&["ORCA.LIST", queue, "LIMIT", "1000"], "key")
+    }
+
+    /// A nested map field of a RESP2 reply (ORCA.STATS `gates`, `running`,
+    /// `settings`) as (name, value text) pairs.
+    pub fn map_field(&self, args: &[&str], name: &str) -> Vec<(String, String)> {
+        let text = |v: &redis::Value| match v {
+            redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+            redis::Value::SimpleString(s) => s.clone(),
+            redis::Value::Int(i) => i.to_string(),
+            other => panic!("{args:?} {name}: {other:?}"),
+        };
+        match self.field(args, name) {
+            Some(redis::Value::Array(a)) => {
+                a.chunks(2).map(|kv| (text(&kv[0]), text(&kv[1]))).collect()
+            }
+            Some(redis::Value::Map(m)) => m.iter().map(|(k, v)| (text(k), text(v))).collect(),
+            None => Vec::new(),
+            other => panic!("{args:?} {name}: {other:?}"),
         }
     }
 }
@@ -464,6 +500,17 @@ impl Browser {
         self.mark().await;
         self.client.execute(script, args).await.expect("script");
         self.wait_new_page(wait_css).await
+    }
+
+    /// Replace the CSRF token of every form on the page with a forged one.
+    pub async fn forge_csrf(&self) {
+        self.client
+            .execute(
+                "document.querySelectorAll('input[name=csrf]').forEach(i => i.value = 'forged');",
+                vec![],
+            )
+            .await
+            .expect("forge the CSRF tokens");
     }
 
     pub async fn body(&self) -> String {
