@@ -111,3 +111,11 @@ export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs 
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+/** How many times the server ran `command` (lower case) since its last CONFIG RESETSTAT. */
+export async function calls(client: Redis, command: string): Promise<number> {
+  const line = (await client.info("commandstats"))
+    .split("\n")
+    .find((l) => l.startsWith(`cmdstat_${command}:`));
+  return Number(/calls=(\d+)/.exec(line ?? "")?.[1] ?? 0);
+}
