@@ -6,10 +6,11 @@
  * connection; when nothing can be handed out, one `ORCA.POP`/`ORCA.MPOP ... BLOCK` on the
  * blocking connection (MPOP waits on every queue and is woken by any).
  *
- * Finishing: a slot that may take another job acks with `ORCA.ACK ... NEXT`, which brings the
- * slot's next job in the same round trip, when the job came from the first queue (NEXT takes
- * the next job of the job's own queue: for the first queue that is what MPOP would take too).
- * Otherwise a plain ACK, and the pop for the freed slot leaves in the same write. A failure is a
+ * Finishing: a slot that finishes alone acks with `ORCA.ACK ... NEXT`, which brings the slot's
+ * next job in the same round trip, when the job came from the first queue (NEXT takes the next
+ * job of the job's own queue: for the first queue that is what MPOP would take too). Otherwise
+ * (another queue, or several slots finishing in one turn) plain ACKs, and one pop for the freed
+ * slots leaves in the same write (the Worker decides, see `flushFinishing`). A failure is a
  * plain `ORCA.NACK` (its reply, the outcome, goes to the `failed` event; `NACK ... NEXT` would
  * not return it). Heartbeats are EXTEND; a job handed back at shutdown is
  * `ORCA.REENQUEUE <q> <config> <created_at>` (immediate at its original arrival, the design's

@@ -1,7 +1,7 @@
 /**
  * The worker runtime: `new Worker(queue, handler, { concurrency, leaseMs })` takes jobs, runs
  * `handler(job)` for up to `concurrency` at once, acks each with its resolved value as the
- * result (a slot that finishes takes its next job in the same round trip: `ORCA.ACK ... NEXT`),
+ * result (a slot that finishes alone takes its next job in the same round trip: `ORCA.ACK ... NEXT`),
  * nacks on a rejection, keeps leases alive with heartbeats, and on `close()` or SIGTERM/SIGINT
  * stops taking jobs, lets running ones finish within `graceMs` and hands the rest back. Several
  * queues are served in the order given, with `ORCA.MPOP`. Events: `completed` (job, result),
@@ -48,8 +48,9 @@ export interface WorkerOptions {
   /** Heartbeat period (default a third of the lease). */
   heartbeatMs?: number;
   /**
-   * A slot that finishes a job takes its next one in the same round trip (`ORCA.ACK ... NEXT`).
-   * Default true; false: plain ACK, free slots are refilled by batched pops.
+   * A slot that finishes a job on its own takes its next one in the same round trip
+   * (`ORCA.ACK ... NEXT`; slots finishing together share one pop). Default true; false: plain
+   * ACKs, free slots are refilled by batched pops.
    */
   ackNext?: boolean;
   /** TTL of ACK results (default: the server's orca.result-ttl). */
@@ -94,6 +95,8 @@ export class Worker extends EventEmitter {
   private blocking = false; // a blocking pop in flight
   private pumpScheduled = false;
   private dispatchedThisTurn = false;
+  private finishing: { job: Job; value: unknown; result: Buffer | string | undefined }[] = [];
+  private flushScheduled = false;
   private drained = false; // a pop came back short: block instead of polling
   private pausedUntil = 0;
   private backoff = 100;
@@ -333,12 +336,35 @@ export class Worker extends EventEmitter {
       }
     }
     if (!failed && !this.stopping && this.strategy.chains(job)) {
-      this.reserved++; // the slot waits for the job its ACK brings
-      this.track(this.ackThenNext(job, value, result));
+      this.reserved++; // the slot stays taken until flushFinishing() decides how it refills
+      this.finishing.push({ job, value, result });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        queueMicrotask(() => this.flushFinishing());
+      }
       return;
     }
     this.schedulePump();
     this.track(this.settle(job, value, result, error, failed));
+  }
+
+  /**
+   * The successful finishes of this turn: a slot that finishes alone takes its next job with
+   * `ACK ... NEXT` (one command); slots that finish together send plain ACKs and share one
+   * `POP ... COUNT n` (pump), which costs the server less per job than n single pops.
+   */
+  private flushFinishing(): void {
+    this.flushScheduled = false;
+    const done = this.finishing;
+    this.finishing = [];
+    if (done.length === 1 && !this.stopping) {
+      const { job, value, result } = done[0]!;
+      this.track(this.ackThenNext(job, value, result));
+      return;
+    }
+    this.reserved -= done.length;
+    this.schedulePump();
+    for (const { job, value, result } of done) this.track(this.settle(job, value, result, undefined, false));
   }
 
   /** Counts `f` until it settles, so close() waits for it. */
