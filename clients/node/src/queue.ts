@@ -230,12 +230,14 @@ export class Queue {
   }
 }
 
-function oneClient(queues: Queue[]): RedisClient {
+/** The client all `queues` share (checked fit for `blockMs`) and their names. */
+function mpopTarget(queues: Queue[], blockMs: number | undefined): [RedisClient, string[]] {
   const first = queues[0];
   if (!first) throw new RangeError("ORCA.MPOP needs at least one queue");
   if (queues.some((q) => q.client !== first.client))
     throw new RangeError("every queue of one ORCA.MPOP must use the same Redis client");
-  return first.client;
+  checkBlocking(first.client, blockMs);
+  return [first.client, queues.map((q) => q.name)];
 }
 
 /**
@@ -245,27 +247,12 @@ function oneClient(queues: Queue[]): RedisClient {
  * `{course}:q1`).
  */
 export function mpop(queues: Queue[], opts: P.PopOptions = {}): Promise<Job | null> {
-  const client = oneClient(queues);
-  checkBlocking(client, opts.blockMs);
-  return send(
-    client,
-    P.mpop(
-      queues.map((q) => q.name),
-      opts,
-    ),
-  );
+  const [client, names] = mpopTarget(queues, opts.blockMs);
+  return send(client, P.mpop(names, opts));
 }
 
 /** ORCA.MPOP ... COUNT n: up to `count` jobs, all from the first queue that has any. */
 export function mpopMany(queues: Queue[], count: number, opts: P.PopOptions = {}): Promise<Job[]> {
-  const client = oneClient(queues);
-  checkBlocking(client, opts.blockMs);
-  return send(
-    client,
-    P.mpopMany(
-      queues.map((q) => q.name),
-      count,
-      opts,
-    ),
-  );
+  const [client, names] = mpopTarget(queues, opts.blockMs);
+  return send(client, P.mpopMany(names, count, opts));
 }

@@ -1,25 +1,15 @@
 /** ORCA.ACK/NACK ... NEXT and ORCA.MPOP through the Queue API. */
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import type Redis from "ioredis";
+import { describe, it } from "node:test";
 
 import { LeaseLostError, Queue, blockingConnection, mpop, mpopMany } from "../src";
-import { Server, cfg, qname } from "./server";
+import { cfg, fileServer, qname } from "./server";
 
-let server: Server;
-let r: Redis;
-before(async () => {
-  server = await Server.start();
-  r = server.client();
-});
-after(() => {
-  r.disconnect();
-  server.stop();
-});
+const ctx = fileServer();
 
 describe("NEXT and MPOP", () => {
   it("ackNext acks and leases the next job", async () => {
-    const q = new Queue(r, qname());
+    const q = new Queue(ctx.r, qname());
     const keys: string[] = [];
     for (let i = 0; i < 3; i++) keys.push((await q.enqueue(cfg(`k${i}`, { priority: i }))).key);
     const job = (await q.pop({ leaseMs: 60_000 }))!;
@@ -36,7 +26,7 @@ describe("NEXT and MPOP", () => {
   });
 
   it("ackNext on a stale lease hands out nothing", async () => {
-    const q = new Queue(r, qname());
+    const q = new Queue(ctx.r, qname());
     await q.enqueue(cfg("a"));
     await q.enqueue(cfg("b", { priority: 10 }));
     const job = (await q.pop({ leaseMs: 60_000 }))!;
@@ -47,7 +37,7 @@ describe("NEXT and MPOP", () => {
   });
 
   it("nackNext fails the job and leases the next", async () => {
-    const q = new Queue(r, qname());
+    const q = new Queue(ctx.r, qname());
     await q.enqueue(cfg("fails"));
     const second = await q.enqueue(cfg("next", { priority: 10 }));
     const job = (await q.pop({ leaseMs: 60_000 }))!;
@@ -59,7 +49,7 @@ describe("NEXT and MPOP", () => {
 
   it("mpop takes from the first queue with jobs", async () => {
     const n = qname();
-    const [qa, qb, qc] = ["a", "b", "c"].map((x) => new Queue(r, `{${n}}:${x}`)) as [Queue, Queue, Queue];
+    const [qa, qb, qc] = ["a", "b", "c"].map((x) => new Queue(ctx.r, `{${n}}:${x}`)) as [Queue, Queue, Queue];
     assert.equal(await mpop([qa, qb, qc], { leaseMs: 1000 }), null);
     assert.deepEqual(await mpopMany([qa, qb], 3), []);
     await qc.enqueue(cfg("c1"));
@@ -78,20 +68,20 @@ describe("NEXT and MPOP", () => {
       [qc.name],
     );
     await qb.ack(job);
-    assert.throws(() => mpop([qa, new Queue(server.client({ lazyConnect: true }), "x")]), RangeError);
+    assert.throws(() => mpop([qa, new Queue(ctx.server.client({ lazyConnect: true }), "x")]), RangeError);
     assert.throws(() => mpop([]), RangeError);
   });
 
   it("a blocking mpop needs a blocking connection, and wakes on any queue", async () => {
     const n = qname();
-    assert.throws(() => mpop([new Queue(r, n)], { blockMs: 1000 }), /connection of its own/);
-    assert.throws(() => new Queue(r, n).pop({ blockMs: 1000 }), /connection of its own/);
-    const blocker = blockingConnection(r);
+    assert.throws(() => mpop([new Queue(ctx.r, n)], { blockMs: 1000 }), /connection of its own/);
+    assert.throws(() => new Queue(ctx.r, n).pop({ blockMs: 1000 }), /connection of its own/);
+    const blocker = blockingConnection(ctx.r);
     const queues = [0, 1, 2].map((i) => new Queue(blocker, `${n}-${i}`));
     const waiting = mpop(queues, { leaseMs: 60_000, blockMs: 10_000 });
     await new Promise((res) => setTimeout(res, 300));
     const t0 = Date.now();
-    await new Queue(r, `${n}-2`).enqueue(cfg("late"));
+    await new Queue(ctx.r, `${n}-2`).enqueue(cfg("late"));
     const job = (await waiting)!;
     assert.ok(Date.now() - t0 < 2000);
     assert.equal(job.queue, `${n}-2`);

@@ -19,7 +19,7 @@ import {
   FetchStrategy,
 } from "../src";
 import { MAX_POP_COUNT } from "../src/strategy";
-import { Server, cfg, qname } from "./server";
+import { Server, cfg, collect, qname } from "./server";
 
 let server: Server;
 let r: Redis;
@@ -31,12 +31,6 @@ after(() => {
   r.disconnect();
   server.stop();
 });
-
-async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = [];
-  for await (const x of it) out.push(x);
-  return out;
-}
 
 describe("Queue", () => {
   it("computes the server's orca key", async () => {
