@@ -175,9 +175,11 @@ clients/node/node_modules/.installed: clients/node/package-lock.json
 
 # Type-check and build (tsc --strict), lint (eslint, prettier), then node's
 # test runner on the client and on the producer example.
+NODE_TESTS := $(addprefix build/test/,queue.test.js policies.test.js next.test.js \
+	worker.test.js worker-next.test.js chaos.test.js)
 test-node: build node-deps
 	cd clients/node && npx tsc -p tsconfig.json && npx eslint . && npx prettier --check .
-	cd clients/node && node --test build/test/queue.test.js build/test/worker.test.js build/test/chaos.test.js
+	cd clients/node && node --test $(NODE_TESTS)
 	cd examples/node && npm ci --no-audit --no-fund && npx tsc -p tsconfig.json
 	cd examples/node && node --test build/examples/node/producer.test.js
 

@@ -5,10 +5,18 @@
 // (ioredis). 20k jobs of the ~1 KB Orca config of benches/job.json per run.
 //
 //   node benches/clients/bench.js [--jobs 20000] [--rounds 3] [--out benches/clients] [--quick]
+//   node benches/clients/bench.js --render    (rewrites results.md from results.json and
+//                                              analysis.md, e.g. after editing the analysis)
 //
 // Rows: adds (BullMQ Queue.add with a priority vs Queue.enqueue), one at a time (each
 // awaited) and with 64 in flight (how a producer handling many requests sends them), and
-// bulk (addBulk vs enqueueMany); then processing with Worker concurrency 16 and 64 on both.
+// bulk (addBulk vs enqueueMany); then processing with Worker concurrency 16 and 64 on both
+// (orca-queue's Worker: a slot finishing alone takes its next job with ACK ... NEXT, slots
+// finishing together share a POP ... COUNT), the same orca-queue Worker with `ackNext: false`
+// (POP + ACK: the worker cycle without NEXT), also with handlers of 1-5 ms (jobs finish one by
+// one, so NEXT carries nearly every job), and four queues served at concurrency 16 (one
+// orca-queue Worker over the four, with ORCA.MPOP; BullMQ, whose Worker serves one queue, four
+// Workers of concurrency 4).
 // For every phase it records wall time, the node process's CPU, redis-server's CPU (from
 // /proc) and INFO commandstats, to show where the time goes. Writes results.md and
 // results.json to --out. Environment: REDIS_SERVER, ORCA_MODULE.
@@ -38,8 +46,13 @@ const MODULE = process.env.ORCA_MODULE ?? path.join(ROOT, "target/release/liborc
 const REDIS_SERVER = process.env.REDIS_SERVER ?? "redis-server";
 const WINDOW = 64; // adds in flight in the "concurrent" rows
 const CONCURRENCY = [16, 64];
+const MULTI = 4; // queues of the multi-queue row, served at concurrency 16
 const TEMPLATE = fs.readFileSync(path.join(ROOT, "benches/job.json"), "utf8").trim();
 const TICKS = 100; // USER_HZ for /proc/<pid>/stat
+
+const PLAIN = "orca-queue POP+ACK"; // the orca-queue Worker with ackNext: false
+const MULTI_ROW = `process, ${MULTI} queues, concurrency 16`;
+const SLOW_ROW = "process, concurrency 64, 1-5 ms handlers"; // orca-queue only
 
 const log = (m) => console.log(`[bench-clients ${new Date().toISOString().slice(11, 19)}] ${m}`);
 
@@ -135,6 +148,9 @@ async function measure(admin, pid, jobs, body) {
     nodeUsPerJob: ((cpu.user + cpu.system) / jobs),
     serverUsPerJob: (server * 1e6) / jobs,
     callsPerJob: Object.values(stats).reduce((a, s) => a + s.calls, 0) / jobs,
+    cmdUsPerJob: Object.entries(stats)
+      .filter(([k]) => k.startsWith("orca."))
+      .reduce((a, [, s]) => a + s.usec, 0) / jobs,
     top,
   };
 }
@@ -192,7 +208,52 @@ async function bullProcess(conn, name, concurrency) {
   await w.close();
 }
 
+// BullMQ's Worker serves one queue: four queues are four Workers sharing the concurrency.
+async function bullProcessMany(conn, names, concurrency) {
+  const c = counter(JOBS, "bullmq");
+  const workers = names.map((name) => {
+    const w = new BullWorker(name, async (job) => ({ ok: true, key: job.data.key.length }), {
+      connection: { ...conn, maxRetriesPerRequest: null },
+      concurrency: concurrency / names.length,
+    });
+    w.on("completed", c.inc);
+    w.on("error", (e) => log(`bullmq worker error: ${e.message}`));
+    return w;
+  });
+  await c.done;
+  await Promise.all(workers.map((w) => w.close()));
+}
+
+async function bullFillMany(conn, tag, n) {
+  const names = [];
+  for (let k = 0; k < n; k++) {
+    const q = new BullQueue(`bull-${tag}-m${k}`, { connection: conn });
+    await q.waitUntilReady();
+    for (let i = k; i < JOBS; i += 1000 * n) {
+      const batch = [];
+      for (let j = i; j < Math.min(i + 1000 * n, JOBS); j += n)
+        batch.push({ name: "grade", data: config(j, tag), opts: { priority: 1 + (j % 100) } });
+      await q.addBulk(batch);
+    }
+    names.push(q.name);
+    await q.close();
+  }
+  return names;
+}
+
 // --- orca-queue -------------------------------------------------------------------------
+async function orcaFillMany(client, tag, n) {
+  const queues = Array.from({ length: n }, (_, k) => new ORCA.Queue(client, `{orca-${tag}}:m${k}`));
+  for (let i = 0; i < JOBS; i += 1000) {
+    const batches = queues.map(() => []);
+    for (let j = i; j < Math.min(i + 1000, JOBS); j++) batches[j % n].push(config(j, tag));
+    const out = (await Promise.all(queues.map((q, k) => q.enqueueMany(batches[k])))).flat();
+    const bad = out.find((x) => x instanceof Error);
+    if (bad) throw bad;
+  }
+  return queues;
+}
+
 async function orcaAdds(client, round, mode) {
   const q = new ORCA.Queue(client, `orca-${round}-${mode}`);
   if (mode === "bulk") {
@@ -209,21 +270,31 @@ async function orcaAdds(client, round, mode) {
   return q;
 }
 
-async function orcaProcess(q, concurrency) {
+// Handlers that take 1-5 ms (timers), so jobs finish one by one rather than in batches.
+let spread = 0;
+async function slowHandler(job) {
+  await new Promise((res) => setTimeout(res, 1 + (spread++ % 5)));
+  return { ok: true, key: job.config.key.length };
+}
+
+async function orcaProcess(q, concurrency, ackNext = true, handler = undefined) {
   const c = counter(JOBS, "orca");
-  const w = new ORCA.Worker(q, async (job) => ({ ok: true, key: job.config.key.length }), {
+  const w = new ORCA.Worker(q, handler ?? (async (job) => ({ ok: true, key: job.config.key.length })), {
     concurrency,
     leaseMs: 600_000,
     handleSignals: false,
+    ackNext,
   });
   w.on("completed", c.inc);
   await c.done;
   await w.close();
 }
 
-async function orcaCheckDrained(q) {
-  const st = await q.stats();
-  if (st.queued || st.leased || st.dead) throw new Error(`orca queue not drained: ${JSON.stringify(st)}`);
+async function orcaCheckDrained(qs) {
+  for (const q of [qs].flat()) {
+    const st = await q.stats();
+    if (st.queued || st.leased || st.dead) throw new Error(`orca queue not drained: ${JSON.stringify(st)}`);
+  }
 }
 
 // --- report -------------------------------------------------------------------------------
@@ -238,8 +309,8 @@ function report(rows, meta) {
   w();
   w(`Generated by \`make bench-clients\` (\`node benches/clients/bench.js\`) on ${meta.date}: ${meta.jobs} jobs of the ` +
     `${meta.payload}-byte Orca config of benches/job.json per row, one redis-server ${meta.redis} (with the module loaded; ` +
-    `BullMQ ignores it), ${meta.cpus} CPUs (${meta.cpuModel}), node ${process.version}, BullMQ ${meta.bullmq}, ioredis ${meta.ioredis} ` +
-    `on both sides; load average at the end ${meta.load}. Each side runs alone while measured; ${meta.rounds} rounds ` +
+    `BullMQ ignores it), ${meta.cpus} CPUs (${meta.cpuModel}), node ${meta.node}, BullMQ ${meta.bullmq}, ioredis ${meta.ioredis} ` +
+    `on both sides; load average (1, 5, 15 min) ${meta.loadStart ? `at the start ${meta.loadStart}, ` : ""}at the end ${meta.load}. Each side runs alone while measured; ${meta.rounds} rounds ` +
     "alternate which side goes first. Rates are medians over the rounds, ratios the median of the per-round ratios.");
   w();
   w("| what | BullMQ jobs/s | orca-queue jobs/s | ratio | per round | target |");
@@ -248,6 +319,24 @@ function report(rows, meta) {
     const per = t.ratios.map((r) => r.toFixed(2)).join(", ");
     w(`| ${t.what} | ${fmt(t.bull)} | ${fmt(t.orca)} | **${t.ratio.toFixed(2)}x** | ${per} | ${t.target} |`);
   }
+  w();
+  w("The orca-queue Worker (default, `ackNext: true`): a slot that finishes alone takes its next job with " +
+    "`ORCA.ACK ... NEXT`; slots that finish in the same event-loop turn send plain ACKs and share one " +
+    "`ORCA.POP ... COUNT n`. The same Worker with `ackNext: false` (POP + ACK: plain ACKs, free slots refilled " +
+    "by `ORCA.POP ... COUNT`), on the same server in the same rounds; the last row's handlers take 1-5 ms " +
+    "(timers), so jobs finish one by one and NEXT carries nearly every job:");
+  w();
+  w("| what | POP + ACK jobs/s | ACK ... NEXT jobs/s | ratio | per round | commands/job | ORCA.* server µs/job | node CPU µs/job |");
+  w("|---|---|---|---|---|---|---|---|");
+  for (const t of meta.nextRows) {
+    const per = t.ratios.map((r) => r.toFixed(2)).join(", ");
+    const pair = (k, d) => `${t.plain[k].toFixed(d)} / ${t.next[k].toFixed(d)}`;
+    w(`| ${t.what} | ${fmt(t.plain.rate)} | ${fmt(t.next.rate)} | **${t.ratio.toFixed(2)}x** | ${per} | ` +
+      `${pair("callsPerJob", 2)} | ${pair("cmdUsPerJob", 1)} | ${pair("nodeUsPerJob", 1)} |`);
+  }
+  w();
+  w("Pairs are POP + ACK / ACK ... NEXT. ORCA.* server µs/job is the time INFO commandstats gives the ORCA.* " +
+    "commands (execution only), per job; `server CPU` below also counts protocol I/O.");
   w();
   w("## Where the time goes");
   w();
@@ -276,7 +365,14 @@ const median = (xs) => {
 };
 
 async function main() {
+  if (args.includes("--render")) {
+    const { meta, rows } = JSON.parse(fs.readFileSync(path.join(OUT, "results.json"), "utf8"));
+    fs.writeFileSync(path.join(OUT, "results.md"), report(rows, meta));
+    console.log(`wrote ${path.join(OUT, "results.md")} from results.json`);
+    return;
+  }
   if (!fs.existsSync(MODULE)) throw new Error(`${MODULE} not found: run make build`);
+  const loadStart = os.loadavg().map((x) => x.toFixed(1)).join(" ");
   const server = await startServer();
   const conn = { host: "127.0.0.1", port: server.port };
   const admin = new IORedis(conn);
@@ -302,8 +398,10 @@ async function main() {
         record(addLabel[mode], side, round, m);
       }
     }
+    // The orca-queue Worker also runs with ackNext: false (POP + ACK), first or last in turn.
+    const procSides = round % 2 ? [...sides, PLAIN] : [PLAIN, ...sides];
     for (const c of CONCURRENCY) {
-      for (const side of sides) {
+      for (const side of procSides) {
         tag++;
         await admin.flushall(); // fill (not measured), then process (measured)
         let m;
@@ -313,11 +411,33 @@ async function main() {
           m = await measure(admin, server.pid, JOBS, () => bullProcess(conn, bq.name, c));
         } else {
           const oq = await orcaAdds(orcaClient, tag, "bulk");
-          m = await measure(admin, server.pid, JOBS, () => orcaProcess(oq, c));
+          m = await measure(admin, server.pid, JOBS, () => orcaProcess(oq, c, side !== PLAIN));
           await orcaCheckDrained(oq);
         }
         record(`process, concurrency ${c}`, side, round, m);
       }
+    }
+    for (const side of procSides.filter((x) => x !== "BullMQ")) {
+      tag++;
+      await admin.flushall();
+      const oq = await orcaAdds(orcaClient, tag, "bulk");
+      const m = await measure(admin, server.pid, JOBS, () => orcaProcess(oq, 64, side !== PLAIN, slowHandler));
+      await orcaCheckDrained(oq);
+      record(SLOW_ROW, side, round, m);
+    }
+    for (const side of sides) {
+      tag++;
+      await admin.flushall();
+      let m;
+      if (side === "BullMQ") {
+        const names = await bullFillMany(conn, tag, MULTI);
+        m = await measure(admin, server.pid, JOBS, () => bullProcessMany(conn, names, 16));
+      } else {
+        const qs = await orcaFillMany(orcaClient, tag, MULTI);
+        m = await measure(admin, server.pid, JOBS, () => orcaProcess(qs, 16));
+        await orcaCheckDrained(qs);
+      }
+      record(MULTI_ROW, side, round, m);
     }
   }
 
@@ -325,12 +445,13 @@ async function main() {
   const rowNames = [...new Set(samples.map((x) => x.row))];
   const rows = [];
   for (const row of rowNames) {
-    for (const side of ["BullMQ", "orca-queue"]) {
+    for (const side of ["BullMQ", "orca-queue", PLAIN]) {
       const xs = samples.filter((x) => x.row === row && x.side === side);
+      if (xs.length === 0) continue;
       const top = xs[xs.length - 1].top;
       const m = (k) => median(xs.map((x) => x[k]));
       rows.push({ row, side, rate: m("rate"), wall: m("wall"), nodeUsPerJob: m("nodeUsPerJob"),
-        serverUsPerJob: m("serverUsPerJob"), callsPerJob: m("callsPerJob"), top,
+        serverUsPerJob: m("serverUsPerJob"), callsPerJob: m("callsPerJob"), cmdUsPerJob: m("cmdUsPerJob"), top,
         rates: xs.map((x) => x.rate) });
     }
   }
@@ -346,6 +467,20 @@ async function main() {
   target("add, one at a time (each awaited)", addLabel.one, 0);
   target("add, bulk of 1000 (addBulk / enqueueMany)", addLabel.bulk, 0);
   for (const c of CONCURRENCY) target(`process, Worker concurrency ${c}`, `process, concurrency ${c}`, 5);
+  target(`process, ${MULTI} queues at concurrency 16 (orca: one Worker, MPOP; BullMQ: ${MULTI} Workers)`, MULTI_ROW, 0);
+  const nextRows = [...CONCURRENCY.map((c) => `process, concurrency ${c}`), SLOW_ROW].map((row) => {
+    const next = samples.filter((x) => x.row === row && x.side === "orca-queue");
+    const plain = samples.filter((x) => x.row === row && x.side === PLAIN);
+    const ratios = plain.map((x, i) => next[i].rate / x.rate);
+    const agg = (xs) => ({
+      rate: median(xs.map((x) => x.rate)),
+      cmdUsPerJob: median(xs.map((x) => x.cmdUsPerJob)),
+      callsPerJob: median(xs.map((x) => x.callsPerJob)),
+      nodeUsPerJob: median(xs.map((x) => x.nodeUsPerJob)),
+    });
+    const what = row.replace("process, concurrency", "Worker concurrency");
+    return { what, next: agg(next), plain: agg(plain), ratio: median(ratios), ratios };
+  });
 
   const info = await admin.info("server");
   const meta = {
@@ -357,9 +492,12 @@ async function main() {
     cpus: os.cpus().length,
     cpuModel: os.cpus()[0]?.model.trim() ?? "?",
     load: os.loadavg().map((x) => x.toFixed(1)).join(" "),
+    node: process.version,
+    loadStart,
     bullmq: require("bullmq/package.json").version,
     ioredis: require("ioredis/package.json").version,
     targets,
+    nextRows,
   };
   admin.disconnect();
   orcaClient.disconnect();
@@ -368,6 +506,9 @@ async function main() {
   fs.writeFileSync(path.join(OUT, "results.md"), report(rows, meta));
   fs.writeFileSync(path.join(OUT, "results.json"), JSON.stringify({ meta, rows, samples }, null, 2) + "\n");
   console.log();
+  for (const t of nextRows) {
+    console.log(`ACK ... NEXT vs POP + ACK, ${t.what.padEnd(36)} ${t.ratio.toFixed(2).padStart(6)}x  rounds: ${t.ratios.map((r) => r.toFixed(2)).join(" ")}`);
+  }
   for (const t of targets) {
     const verdict = t.target ? (t.ratio >= Number(t.target.slice(3, -1)) ? "PASS" : "MISS") : "";
     const per = t.ratios.map((r) => r.toFixed(2)).join(" ");

@@ -49,3 +49,30 @@ it("submits, regrades, prioritizes, cancels and inspects like the orchestrator",
   assert.equal((await g.stats()).queued, 3);
   assert.ok(b.orcaKey.length === 44);
 });
+
+it("holds submissions behind an image build, then releases or drops them", async () => {
+  const g = new GradingQueue(redis, "grading-images");
+  const policies = await g.configure(3);
+  assert.deepEqual(
+    [policies.maxRunning, policies.lifetimeMs, policies.autodelay.stepMs],
+    [3, 24 * 3_600_000, 60_000],
+  );
+  await g.imageBuilding("hw3");
+  await g.imageBuilding("hw4");
+  await g.submit(sub("h1", "1", { gate: "hw3" }));
+  await g.submit(sub("h2", "2", { gate: "hw4" }));
+  await g.submit(sub("free", "3"));
+  assert.deepEqual(await g.whereIs(sub("h1", "1")), { state: "held", image: "hw3" });
+  assert.deepEqual(await g.waitingFor("CS2500"), [{ key: "free", position: 1 }]);
+  assert.equal(await g.imageBuilt("hw3"), 1);
+  assert.equal((await g.whereIs(sub("h1", "1")))?.state, "queued");
+  const told: string[] = [];
+  assert.equal(await g.imageFailed("hw4", async (c) => void told.push(`${c.key} ${c.response_url}`)), 1);
+  assert.deepEqual(told, [`h2 ${cb}`]);
+  assert.equal(await g.whereIs(sub("h2", "2")), null);
+  // The automatic delay: a student's second submission within 15 minutes goes a minute back.
+  const first = await g.submit(sub("s1", "9"));
+  const second = await g.submit(sub("s2", "9"));
+  assert.ok(second.releaseAt >= first.releaseAt);
+  assert.equal((await g.stats()).held, 0);
+});

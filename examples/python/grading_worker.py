@@ -4,6 +4,10 @@ the job's ``response_url``.
 
     python examples/python/grading_worker.py --redis redis://localhost:6379/0 --queue grading
 
+``--queue`` may be given several times: the worker then serves those queues in that order
+(one ``ORCA.MPOP`` over all of them; in a Redis Cluster give them one hash tag, e.g.
+``{grading}:cs2500``).
+
 The script is the ``script`` list of an Orca grading job config (benches/job.json has one):
 steps ``{"cmd": [...], "on_complete": <step>|"output", "on_fail": "abort"|<step>,
 "timeout": <seconds>}``, run in order from step 0 in a fresh build directory. A step that
@@ -174,7 +178,11 @@ def grade(job: Job) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--redis", default="redis://localhost:6379/0")
-    ap.add_argument("--queue", default="grading")
+    ap.add_argument(
+        "--queue",
+        action="append",
+        help="a queue to serve (repeat for several, served in that order; default: grading)",
+    )
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument("--lease-ms", type=int, default=60_000)
     ap.add_argument("--grace-ms", type=int, default=30_000)
@@ -182,9 +190,10 @@ def main() -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    queue = Queue(redis.Redis.from_url(args.redis), args.queue)
+    client = redis.Redis.from_url(args.redis)
+    queues = [Queue(client, name) for name in args.queue or ["grading"]]
     Worker(
-        queue, grade, concurrency=args.concurrency, lease_ms=args.lease_ms, grace_ms=args.grace_ms
+        queues, grade, concurrency=args.concurrency, lease_ms=args.lease_ms, grace_ms=args.grace_ms
     ).run()
 
 

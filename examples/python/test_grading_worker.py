@@ -117,3 +117,23 @@ def test_grades_jobs_and_posts_results(env: tuple[Server, WebApp]) -> None:
         assert kept is not None and json.loads(kept)["key"] == key
     st = q.stats()
     assert (st.queued, st.leased, st.delayed, st.dead) == (0, 0, 0, 0)
+
+
+def test_serves_several_queues_in_order(env: tuple[Server, WebApp]) -> None:
+    server, web = env
+    r = server.client()
+    urgent, normal = Queue(r, "{grading}:urgent"), Queue(r, "{grading}:normal")
+    script = [{"cmd": [PY, "-c", "print('ok')"]}]
+    for i in range(2):
+        normal.enqueue({"key": f"n{i}", "response_url": web.url, "script": script})
+        urgent.enqueue({"key": f"u{i}", "response_url": web.url, "script": script})
+    worker = Worker([urgent, normal], grade, concurrency=1, handle_signals=False)
+    t = threading.Thread(target=worker.run, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 30
+    while len(web.posts) < 4:
+        assert time.monotonic() < deadline, f"posted so far: {web.posts}"
+        time.sleep(0.05)
+    worker.stop()
+    t.join(10)
+    assert [p["key"] for p in web.posts] == ["u0", "u1", "n0", "n1"]

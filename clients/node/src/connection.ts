@@ -11,7 +11,7 @@ import type Redis from "ioredis";
  * connection must not be issued twice.
  */
 export function blockingConnection(client: Redis, name = "orca-blocking"): Redis {
-  return client.duplicate({
+  const conn = client.duplicate({
     connectionName: name,
     enableAutoPipelining: false,
     autoResendUnfulfilledCommands: false,
@@ -21,6 +21,24 @@ export function blockingConnection(client: Redis, name = "orca-blocking"): Redis
     maxRetriesPerRequest: 0,
     lazyConnect: false,
   });
+  blocking.add(conn);
+  return conn;
+}
+
+const blocking = new WeakSet<object>();
+
+/** Whether `client` was made by `blockingConnection()` (the only kind a BLOCK pop may use). */
+export function isBlockingConnection(client: object): boolean {
+  return blocking.has(client);
+}
+
+/** Throws unless a pop with `blockMs` may run on `client`. */
+export function checkBlocking(client: object, blockMs: number | undefined): void {
+  if (blockMs !== undefined && !isBlockingConnection(client))
+    throw new TypeError(
+      "a blocking pop needs a connection of its own whose timeouts stay above BLOCK: " +
+        "use a Queue on blockingConnection(redis) (or a Worker)",
+    );
 }
 
 /** A connection for a worker's non-blocking commands (pops, acks, heartbeats). */

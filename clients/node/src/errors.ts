@@ -17,12 +17,38 @@ export class LeaseLostError extends OrcaError {}
 export class JobCancelledError extends LeaseLostError {}
 /** The queue holds orca.max-queue-length waiting jobs (or a key's 2^30 - 1). */
 export class QueueFullError extends OrcaError {}
-/** The job config was refused. */
+/** The job config was refused (not a JSON object, no key, bad priority, collation or gate, too large). */
 export class BadConfigError extends OrcaError {}
 /** No job under that orca key. */
 export class NoSuchJobError extends OrcaError {}
 /** Not allowed in the job's state (moving an immediate job, requeueing a queued key). */
 export class JobStateError extends OrcaError {}
+
+const NOT_QUEUED: ReadonlyArray<readonly [string, NotQueuedState]> = [
+  ["job is running", "leased"],
+  ["job is waiting to be retried", "delayed"],
+  ["job is a dead letter", "dead"],
+  ["job is held behind gate", "held"],
+];
+export type NotQueuedState = "leased" | "delayed" | "dead" | "held";
+
+/**
+ * ORCA.MOVE of a job that exists but is not in the queue order: `state` says where it is
+ * (`leased`: running; `delayed`: waiting for its retry at `retryAt`; `dead`: a dead letter;
+ * `held`: behind the closed gate `gate`), undefined if the server did not say.
+ */
+export class JobNotQueuedError extends JobStateError {
+  readonly state: NotQueuedState | undefined;
+  readonly gate: string | undefined;
+  readonly retryAt: number | undefined;
+  constructor(message: string, reply?: string) {
+    super(message, reply);
+    this.state = NOT_QUEUED.find(([prefix]) => message.startsWith(prefix))?.[1];
+    this.gate = /^job is held behind gate '([\s\S]*)' \(ORCA\.GATE/.exec(message)?.[1];
+    const retry = /^job is waiting to be retried \(at (\d+)\)/.exec(message)?.[1];
+    this.retryAt = retry === undefined ? undefined : Number(retry);
+  }
+}
 /** The key holds another Redis type. */
 export class WrongTypeError extends OrcaError {}
 /** ORCA.CHECK found a broken invariant. */
@@ -38,12 +64,17 @@ const BY_PREFIX: ReadonlyArray<readonly [string, new (m: string, r?: string) => 
   ["no such job", NoSuchJobError],
   ["immediate jobs cannot be moved", JobStateError],
   ["job is already queued", JobStateError],
+  ...NOT_QUEUED.map(([prefix]) => [prefix, JobNotQueuedError] as const),
+  ["job is not in the queue order", JobNotQueuedError],
   ["WRONGTYPE", WrongTypeError],
   ["queue invariant broken", InvariantError],
   ["config ", BadConfigError],
   ["invalid config JSON", BadConfigError],
   ["priority ", BadConfigError],
   ["collation ", BadConfigError],
+  ["'gate' must be", BadConfigError],
+  ["gate must not be empty", BadConfigError],
+  ["gate is ", BadConfigError],
   ["internal error in the orca module", OrcaError],
 ];
 
@@ -59,6 +90,7 @@ const FOREIGN_CODES = [
   "ASK",
   "BUSY",
   "CLUSTERDOWN",
+  "CROSSSLOT",
 ];
 
 /** The Orca error for an ioredis ReplyError, or the error itself when it is not one. */

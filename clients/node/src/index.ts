@@ -1,14 +1,24 @@
-export { Queue, run } from "./queue";
+export { Queue, run, mpop, mpopMany } from "./queue";
 export type { Delivery } from "./queue";
 export type { RedisClient } from "./send";
 export { Worker, defaultLogger } from "./worker";
 export type { Handler, Logger, WorkerOptions } from "./worker";
 export { FetchStrategy } from "./strategy";
-export { blockingConnection, commandConnection } from "./connection";
+export { blockingConnection, commandConnection, isBlockingConnection } from "./connection";
 export { orcaKey, configOrcaKey, encodeConfig, encodeResult } from "./keys";
 export type { Config } from "./keys";
 export { Job, jobsFromReply } from "./types";
-export type { LeaseInfo, NackOutcome, QueueSettings, QueueStats, TickReport, WaitStats } from "./types";
+export type {
+  AutoDelay,
+  LeaseInfo,
+  NackOutcome,
+  QueueSettings,
+  QueueStats,
+  SettingsChange,
+  TickReport,
+  WaitStats,
+} from "./types";
+export type { Filter, ListOptions, ListState, PopOptions } from "./protocol";
 export {
   OrcaError,
   LeaseLostError,
@@ -17,8 +27,10 @@ export {
   BadConfigError,
   NoSuchJobError,
   JobStateError,
+  JobNotQueuedError,
   WrongTypeError,
   InvariantError,
   InvalidArgumentError,
   mapError,
 } from "./errors";
+export type { NotQueuedState } from "./errors";

@@ -11,6 +11,7 @@ import {
   popFromBuffers,
   QueueSettings,
   QueueStats,
+  SettingsChange,
   settingsFromReply,
   statsFromReply,
   TickReport,
@@ -67,8 +68,24 @@ export const status = (q: string, key: string): Command<Job | null> => ({
 });
 
 export type Filter = Record<string, string> | [string, string];
-export function listPage(q: string, offset: number, limit: number, filter?: Filter): Command<Job[]> {
-  const args: Arg[] = ["ORCA.LIST", q, "OFFSET", offset, "LIMIT", limit];
+export type ListState = "queued" | "held" | "leased" | "delayed" | "dead";
+const LIST_STATES: readonly string[] = ["queued", "held", "leased", "delayed", "dead"];
+export interface ListOptions {
+  filter?: Filter;
+  /** List the jobs in this state instead of the queued ones. */
+  state?: ListState;
+  /** With `state: "held"`: the held jobs of one gate. */
+  gate?: string;
+}
+export function listPage(q: string, offset: number, limit: number, o: ListOptions = {}): Command<Job[]> {
+  const args: Arg[] = ["ORCA.LIST", q];
+  if (o.state !== undefined) {
+    if (!LIST_STATES.includes(o.state)) throw new TypeError(`state must be one of ${LIST_STATES.join(", ")}`);
+    args.push("STATE", o.state.toUpperCase());
+  }
+  if (o.gate !== undefined) args.push("GATE", o.gate);
+  args.push("OFFSET", offset, "LIMIT", limit);
+  const filter = o.filter;
   if (filter !== undefined) {
     const pairs = Array.isArray(filter) ? [filter] : Object.entries(filter);
     if (pairs.length !== 1) throw new TypeError("ORCA.LIST filters on exactly one metadata field");
@@ -94,9 +111,28 @@ export const result = (q: string, key: string): Command<Buffer | null> => ({
   parse: (r) => (r === null ? null : (r as Buffer)),
   buffers: true,
 });
-export const settings = (q: string, order?: "lifo" | "fifo" | "LIFO" | "FIFO"): Command<QueueSettings> => ({
-  args: opt(["ORCA.SETTINGS", q], "ORDER", order?.toUpperCase()),
-  parse: settingsFromReply,
+export function settings(q: string, c: SettingsChange = {}): Command<QueueSettings> {
+  const args = opt(opt(["ORCA.SETTINGS", q], "ORDER", c.order?.toUpperCase()), "LIFETIME", c.lifetimeMs);
+  if (c.autodelay !== undefined) {
+    args.push("AUTODELAY", c.autodelay.windowMs, c.autodelay.stepMs);
+    if (c.autodelay.capMs) args.push("CAP", c.autodelay.capMs);
+  }
+  opt(opt(opt(args, "MAXRUNNING", c.maxRunning), "DEADMAX", c.deadMax), "DEADTTL", c.deadTtlMs);
+  return { args: opt(args, "RESULTMAX", c.resultMax), parse: (r) => settingsFromReply(r) };
+}
+
+export const gateClose = (q: string, gate: string): Command<boolean> => ({
+  args: ["ORCA.GATE", q, gate, "CLOSE"],
+  parse: (r) => Number(r) === 1,
+});
+export const gateOpen = (q: string, gate: string): Command<number> => ({
+  args: ["ORCA.GATE", q, gate, "OPEN"],
+  parse: Number,
+});
+/** The configs of the dropped jobs, parsed, in arrival order. */
+export const gateDrop = (q: string, gate: string): Command<Record<string, unknown>[]> => ({
+  args: ["ORCA.GATE", q, gate, "DROP"],
+  parse: (r) => ((r as unknown[] | null) ?? []).map((c) => JSON.parse(String(c)) as Record<string, unknown>),
 });
 export const tick = (q: string): Command<TickReport> => ({ args: ["ORCA.TICK", q], parse: tickFromReply });
 
@@ -117,6 +153,28 @@ export const popMany = (q: string, count: number, o: PopOptions = {}): Command<J
   parse: (r) => (r === null ? [] : (r as unknown[]).map((x) => popFromBuffers(x, q))),
   buffers: true,
 });
+function mpopArgs(queues: string[], o: PopOptions, count?: number): Arg[] {
+  if (queues.length === 0) throw new RangeError("ORCA.MPOP needs at least one queue");
+  return opt(
+    opt(opt(["ORCA.MPOP", queues.length, ...queues], "LEASE", o.leaseMs), "BLOCK", o.blockMs),
+    "COUNT",
+    count,
+  );
+}
+/** ORCA.MPOP: the job names its queue (`Job.queue`). */
+export const mpop = (queues: string[], o: PopOptions = {}): Command<Job | null> => ({
+  args: mpopArgs(queues, o),
+  parse: (r) => (r === null ? null : popFromBuffers(r)),
+  buffers: true,
+});
+export const mpopMany = (queues: string[], count: number, o: PopOptions = {}): Command<Job[]> => ({
+  args: mpopArgs(queues, o, count),
+  parse: (r) => (r === null ? [] : (r as unknown[]).map((x) => popFromBuffers(x))),
+  buffers: true,
+});
+
+const ackArgs = (q: string, key: string, lease: string, res?: Buffer | string, ttlMs?: number): Arg[] =>
+  opt(opt(["ORCA.ACK", q, key, lease], "RESULT", res), "TTL", ttlMs);
 export const ack = (
   q: string,
   key: string,
@@ -124,12 +182,37 @@ export const ack = (
   res?: Buffer | string,
   ttlMs?: number,
 ): Command<void> => ({
-  args: opt(opt(["ORCA.ACK", q, key, lease], "RESULT", res), "TTL", ttlMs),
+  args: ackArgs(q, key, lease, res, ttlMs),
   parse: () => undefined,
+});
+/** ORCA.ACK ... NEXT [LEASE ms]: the next job of the same queue, leased, or null. */
+export const ackNext = (
+  q: string,
+  key: string,
+  lease: string,
+  o: { result?: Buffer | string; ttlMs?: number; leaseMs?: number } = {},
+): Command<Job | null> => ({
+  args: opt([...ackArgs(q, key, lease, o.result, o.ttlMs), "NEXT"], "LEASE", o.leaseMs),
+  parse: (r) => (r === null ? null : popFromBuffers(r, q)),
+  buffers: true,
 });
 export const nack = (q: string, key: string, lease: string, delayMs?: number): Command<NackOutcome> => ({
   args: opt(["ORCA.NACK", q, key, lease], "DELAY", delayMs),
   parse: nackFromReply,
+});
+/**
+ * ORCA.NACK ... NEXT [LEASE ms]: the next job, or null. The server's reply is then the next job
+ * only: what became of the failed one (retry, dead, superseded) is not returned.
+ */
+export const nackNext = (
+  q: string,
+  key: string,
+  lease: string,
+  o: { delayMs?: number; leaseMs?: number } = {},
+): Command<Job | null> => ({
+  args: opt([...opt(["ORCA.NACK", q, key, lease], "DELAY", o.delayMs), "NEXT"], "LEASE", o.leaseMs),
+  parse: (r) => (r === null ? null : popFromBuffers(r, q)),
+  buffers: true,
 });
 export const extend = (q: string, key: string, lease: string, ms: number): Command<number> => ({
   args: ["ORCA.EXTEND", q, key, lease, ms],

@@ -1,8 +1,9 @@
+import { checkBlocking } from "./connection";
 import { OrcaError } from "./errors";
 import { Config, encodeResult } from "./keys";
 import * as P from "./protocol";
 import { send, type RedisClient } from "./send";
-import { Job, NackOutcome, QueueSettings, QueueStats, TickReport } from "./types";
+import { Job, NackOutcome, QueueSettings, QueueStats, SettingsChange, TickReport } from "./types";
 
 export { send as run };
 
@@ -82,17 +83,21 @@ export class Queue {
     return this.run(P.status(this.name, key));
   }
 
-  /** One page of ORCA.LIST (queued jobs in pop order). */
-  listPage(opts: { offset?: number; limit?: number; filter?: P.Filter } = {}): Promise<Job[]> {
-    return this.run(P.listPage(this.name, opts.offset ?? 0, opts.limit ?? 100, opts.filter));
+  /**
+   * One page of ORCA.LIST: queued jobs in pop order with their positions, or with `state`
+   * (`held`, `leased`, `delayed`, `dead`) the jobs in that state; `gate` keeps the held jobs of
+   * one gate.
+   */
+  listPage(opts: P.ListOptions & { offset?: number; limit?: number } = {}): Promise<Job[]> {
+    return this.run(P.listPage(this.name, opts.offset ?? 0, opts.limit ?? 100, opts));
   }
 
-  /** Every queued job in pop order, fetched page by page (lazily). */
-  async *list(opts: { filter?: P.Filter; pageSize?: number; offset?: number } = {}): AsyncGenerator<Job> {
+  /** Every job of the listing (see listPage), fetched page by page (lazily). */
+  async *list(opts: P.ListOptions & { pageSize?: number; offset?: number } = {}): AsyncGenerator<Job> {
     const size = opts.pageSize ?? 100;
     let offset = opts.offset ?? 0;
     for (;;) {
-      const page = await this.run(P.listPage(this.name, offset, size, opts.filter));
+      const page = await this.run(P.listPage(this.name, offset, size, opts));
       yield* page;
       if (page.length < size) return;
       offset += page.length;
@@ -111,9 +116,31 @@ export class Queue {
   check(): Promise<void> {
     return this.run(P.check(this.name));
   }
-  /** ORCA.SETTINGS: read them, or set the collation order. */
-  settings(order?: "lifo" | "fifo"): Promise<QueueSettings> {
-    return this.run(P.settings(this.name, order));
+  /**
+   * ORCA.SETTINGS: without arguments, read them; else change those given (the others stay) and
+   * resolve to them all. A string sets the collation order alone.
+   */
+  settings(change: SettingsChange | "lifo" | "fifo" = {}): Promise<QueueSettings> {
+    return this.run(P.settings(this.name, typeof change === "string" ? { order: change } : change));
+  }
+
+  /**
+   * ORCA.GATE ... CLOSE: new jobs naming `gate` (config field `"gate"`) are held from now on.
+   * Resolves to true if the gate was open, false if it was already closed.
+   */
+  closeGate(gate: string): Promise<boolean> {
+    return this.run(P.gateClose(this.name, gate));
+  }
+  /** ORCA.GATE ... OPEN: every held job of the gate enters the queue at its arrival time; how many. */
+  openGate(gate: string): Promise<number> {
+    return this.run(P.gateOpen(this.name, gate));
+  }
+  /**
+   * ORCA.GATE ... DROP: removes every held job of the gate and resolves to their configs
+   * (parsed, in arrival order), so the caller can tell each `response_url`.
+   */
+  dropGate(gate: string): Promise<Record<string, unknown>[]> {
+    return this.run(P.gateDrop(this.name, gate));
   }
   /** ORCA.TICK: apply the time-driven changes due now. */
   tick(): Promise<TickReport> {
@@ -148,15 +175,18 @@ export class Queue {
   }
 
   /**
-   * ORCA.POP (without BLOCK: a blocking pop belongs on a connection of its own whose
-   * timeouts stay above BLOCK; Worker does that, or use `blockingConnection()`).
+   * ORCA.POP. `blockMs` only on a Queue whose client is a `blockingConnection()`: a blocking pop
+   * on a shared ioredis connection would hold back every other command behind it, and a client
+   * timeout shorter than BLOCK leases the job to a reader that is gone (Worker does it all).
    */
-  pop(opts: { leaseMs?: number } = {}): Promise<Job | null> {
-    return this.run(P.pop(this.name, { leaseMs: opts.leaseMs }));
+  pop(opts: P.PopOptions = {}): Promise<Job | null> {
+    checkBlocking(this.client, opts.blockMs);
+    return this.run(P.pop(this.name, opts));
   }
   /** ORCA.POP ... COUNT n: up to `count` jobs. */
-  popMany(count: number, opts: { leaseMs?: number } = {}): Promise<Job[]> {
-    return this.run(P.popMany(this.name, count, { leaseMs: opts.leaseMs }));
+  popMany(count: number, opts: P.PopOptions = {}): Promise<Job[]> {
+    checkBlocking(this.client, opts.blockMs);
+    return this.run(P.popMany(this.name, count, opts));
   }
   /**
    * ORCA.ACK: the delivery succeeded; `result` (Buffers as they are, anything else as JSON)
@@ -166,14 +196,63 @@ export class Queue {
     const [key, lease] = delivery(d);
     return this.run(P.ack(this.name, key, lease, encodeResult(opts.result), opts.ttlMs));
   }
+  /**
+   * ORCA.ACK ... NEXT: acks like `ack` and, in the same atomic step, leases the next job of this
+   * queue for `leaseMs` (default orca.lease-time): one round trip per job. Resolves to that job,
+   * or null if nothing can be handed out (it never blocks). If the ACK is refused
+   * (LeaseLostError) nothing is handed out.
+   */
+  ackNext(
+    d: Delivery,
+    opts: { result?: unknown; ttlMs?: number; leaseMs?: number } = {},
+  ): Promise<Job | null> {
+    const [key, lease] = delivery(d);
+    const result = encodeResult(opts.result);
+    return this.run(P.ackNext(this.name, key, lease, { result, ttlMs: opts.ttlMs, leaseMs: opts.leaseMs }));
+  }
   /** ORCA.NACK: the delivery failed; resolves to retry / dead / superseded. */
   nack(d: Delivery, opts: { delayMs?: number } = {}): Promise<NackOutcome> {
     const [key, lease] = delivery(d);
     return this.run(P.nack(this.name, key, lease, opts.delayMs));
+  }
+  /**
+   * ORCA.NACK ... NEXT: fails the delivery like `nack` and leases the next job (or null). The
+   * server then does not say what became of the failed one; use `nack` to know.
+   */
+  nackNext(d: Delivery, opts: { delayMs?: number; leaseMs?: number } = {}): Promise<Job | null> {
+    const [key, lease] = delivery(d);
+    return this.run(P.nackNext(this.name, key, lease, opts));
   }
   /** ORCA.EXTEND: the lease now ends `ms` from now; resolves to the new deadline. */
   extend(d: Delivery, ms: number): Promise<number> {
     const [key, lease] = delivery(d);
     return this.run(P.extend(this.name, key, lease, ms));
   }
+}
+
+/** The client all `queues` share (checked fit for `blockMs`) and their names. */
+function mpopTarget(queues: Queue[], blockMs: number | undefined): [RedisClient, string[]] {
+  const first = queues[0];
+  if (!first) throw new RangeError("ORCA.MPOP needs at least one queue");
+  if (queues.some((q) => q.client !== first.client))
+    throw new RangeError("every queue of one ORCA.MPOP must use the same Redis client");
+  checkBlocking(first.client, blockMs);
+  return [first.client, queues.map((q) => q.name)];
+}
+
+/**
+ * ORCA.MPOP: leases one job from the first of `queues` (in order) that can hand one out;
+ * `Job.queue` names it. `blockMs` (wait on all of them, woken by any) only on queues whose client
+ * is a `blockingConnection()`. In a Redis Cluster every queue must be in one slot (hash tags:
+ * `{course}:q1`).
+ */
+export function mpop(queues: Queue[], opts: P.PopOptions = {}): Promise<Job | null> {
+  const [client, names] = mpopTarget(queues, opts.blockMs);
+  return send(client, P.mpop(names, opts));
+}
+
+/** ORCA.MPOP ... COUNT n: up to `count` jobs, all from the first queue that has any. */
+export function mpopMany(queues: Queue[], count: number, opts: P.PopOptions = {}): Promise<Job[]> {
+  const [client, names] = mpopTarget(queues, opts.blockMs);
+  return send(client, P.mpopMany(names, count, opts));
 }

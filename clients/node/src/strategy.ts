@@ -1,13 +1,19 @@
 /**
- * How a worker takes and finishes jobs: the one place that decides which commands do it, so
- * a new way of fetching (a combined ack-and-next, a multi-queue pop) changes this file alone.
+ * How a worker takes and finishes jobs: the one place that decides which commands do it.
  *
- * Today: a non-blocking `ORCA.POP ... COUNT n` per queue (first queue first) on the worker's
- * pipelining connection, so the acks of finished jobs and the pop for the freed slots leave
- * in one write; when every queue is empty, one `ORCA.POP ... BLOCK` on the blocking
- * connection (rotating over queues with a short BLOCK, `pollMs`, when there are several).
- * Finishing is ACK / NACK; heartbeats EXTEND; a job handed back at shutdown is
- * `ORCA.REENQUEUE <q> <config> <created_at>` (immediate at its original arrival, seed 000's
+ * Fetching: a non-blocking `ORCA.POP ... COUNT n` (one queue) or `ORCA.MPOP ... COUNT n`
+ * (several: the first queue in argument order that has jobs) on the worker's pipelining
+ * connection; when nothing can be handed out, one `ORCA.POP`/`ORCA.MPOP ... BLOCK` on the
+ * blocking connection (MPOP waits on every queue and is woken by any).
+ *
+ * Finishing: a slot that finishes alone acks with `ORCA.ACK ... NEXT`, which brings the slot's
+ * next job in the same round trip, when the job came from the first queue (NEXT takes the next
+ * job of the job's own queue: for the first queue that is what MPOP would take too). Otherwise
+ * (another queue, or several slots finishing in one turn) plain ACKs, and one pop for the freed
+ * slots leaves in the same write (the Worker decides, see `flushFinishing`). A failure is a
+ * plain `ORCA.NACK` (its reply, the outcome, goes to the `failed` event; `NACK ... NEXT` would
+ * not return it). Heartbeats are EXTEND; a job handed back at shutdown is
+ * `ORCA.REENQUEUE <q> <config> <created_at>` (immediate at its original arrival, the design's
  * shutdown rule) then `ORCA.NACK` of the old lease, which the server reports `superseded`.
  */
 import * as P from "./protocol";
@@ -19,9 +25,10 @@ export const MAX_POP_COUNT = 1000;
 export interface StrategyOptions {
   leaseMs: number;
   blockMs: number;
-  pollMs: number;
   resultTtlMs?: number;
   nackDelayMs?: number;
+  /** Finish with ACK ... NEXT where it takes what a pop would (default true). */
+  ackNext?: boolean;
 }
 
 function q(job: Job): string {
@@ -35,7 +42,7 @@ function lease(job: Job): string {
 
 export class FetchStrategy {
   readonly blockMs: number;
-  private turn = 0;
+  readonly several: boolean;
 
   constructor(
     readonly queues: string[],
@@ -44,20 +51,35 @@ export class FetchStrategy {
     if (queues.length === 0) throw new RangeError("a worker needs at least one queue");
     if (!(opts.leaseMs > 0)) throw new RangeError("leaseMs must be > 0 (a worker always leases)");
     if (!(opts.blockMs > 0)) throw new RangeError("blockMs must be > 0 (the worker must notice a stop)");
-    this.blockMs = queues.length === 1 ? opts.blockMs : Math.min(opts.blockMs, opts.pollMs);
+    this.blockMs = opts.blockMs;
+    this.several = queues.length > 1;
   }
 
-  /** Non-blocking pop of up to `want` jobs from `queue`. */
-  quick(queue: string, want: number): P.Command<Job[]> {
-    return P.popMany(queue, Math.min(want, MAX_POP_COUNT), { leaseMs: this.opts.leaseMs });
+  /** Non-blocking pop of up to `want` jobs (from the first queue that has any). */
+  quick(want: number): P.Command<Job[]> {
+    const n = Math.min(want, MAX_POP_COUNT);
+    const o = { leaseMs: this.opts.leaseMs };
+    return this.several ? P.mpopMany(this.queues, n, o) : P.popMany(this.queues[0]!, n, o);
   }
 
-  /** The blocking pop to issue when every queue was empty. */
+  /** The blocking pop to issue when nothing could be handed out (on every queue). */
   blocking(want: number): P.Command<Job[]> {
-    const queue = this.queues[this.turn++ % this.queues.length]!;
-    return P.popMany(queue, Math.min(want, MAX_POP_COUNT), {
+    const n = Math.min(want, MAX_POP_COUNT);
+    const o = { leaseMs: this.opts.leaseMs, blockMs: this.blockMs };
+    return this.several ? P.mpopMany(this.queues, n, o) : P.popMany(this.queues[0]!, n, o);
+  }
+
+  /** Whether ACK ... NEXT gives this job's slot the job a pop would (first queue only). */
+  chains(job: Job): boolean {
+    return (this.opts.ackNext ?? true) && job.queue === this.queues[0];
+  }
+
+  /** ORCA.ACK ... NEXT LEASE: the slot's next job comes back with the ACK. */
+  ackNext(job: Job, result: Buffer | string | undefined): P.Command<Job | null> {
+    return P.ackNext(q(job), job.key, lease(job), {
+      result,
+      ttlMs: result === undefined ? undefined : this.opts.resultTtlMs,
       leaseMs: this.opts.leaseMs,
-      blockMs: this.blockMs,
     });
   }
 

@@ -48,10 +48,14 @@ export interface LeaseInfo {
 }
 
 /**
- * A job as the server describes it (POP, STATUS, LIST, DEAD LIST or a write reply).
- * `payload` is the config exactly as given (undefined in the write replies, which do not echo
- * it); `config` is it parsed as JSON. A Worker sets `abandoned` and aborts `signal` when this
- * delivery's result will be dropped (lease lost, job cancelled, handed back at shutdown).
+ * A job as the server describes it (POP, MPOP, ACK/NACK ... NEXT, STATUS, LIST, DEAD LIST or a
+ * write reply). `payload` is the config exactly as given (undefined in the write replies, which
+ * do not echo it); `config` is it parsed as JSON. `state` is `queued`, `held`, `delayed`,
+ * `leased` or `dead`; a held job names its `gate`; `capped` is true for a queued job that waits
+ * only because its collation is at the queue's running cap; `delay` is the automatic delay a
+ * write gave (when the queue has one). `queue` names the queue it came from. A Worker sets
+ * `abandoned` and aborts `signal` when this delivery's result will be dropped (lease lost, job
+ * cancelled, handed back at shutdown).
  */
 export class Job {
   key = "";
@@ -72,6 +76,9 @@ export class Job {
   diedAt: number | undefined = undefined;
   cause: string | undefined = undefined;
   leases: LeaseInfo[] = [];
+  gate: string | undefined = undefined;
+  capped: boolean | undefined = undefined;
+  delay: number | undefined = undefined;
   queue: string | undefined = undefined;
   abandoned: string | undefined = undefined;
   private parsed: unknown = undefined;
@@ -153,6 +160,18 @@ export class Job {
         case "cause":
           j.cause = optStr(v);
           break;
+        case "gate":
+          j.gate = optStr(v);
+          break;
+        case "capped":
+          j.capped = v === null || v === undefined ? undefined : num(v) === 1;
+          break;
+        case "delay":
+          j.delay = optNum(v);
+          break;
+        case "queue":
+          j.queue = optStr(v) ?? queue;
+          break;
         case "leases":
           j.leases = ((v as Reply[] | null) ?? []).map((x) => {
             const f = fields(x);
@@ -173,10 +192,11 @@ const optUtf8 = (b: unknown): string | undefined => (b === null || b === undefin
 
 /**
  * A popped job from a reply read with Buffers (ioredis `callBuffer`): the worker's hot path.
+ * `queue` is the queue it was popped from, unless the reply names one (ORCA.MPOP).
  * Field names are told apart by length and first byte, so only values become strings.
  * Fields it does not expect go through `fromReply`.
  */
-export function popFromBuffers(reply: unknown, queue: string): Job {
+export function popFromBuffers(reply: unknown, queue?: string): Job {
   if (!Array.isArray(reply) || reply.length % 2) return Job.fromReply(reply, queue);
   const j = new Job();
   j.queue = queue;
@@ -197,6 +217,10 @@ export function popFromBuffers(reply: unknown, queue: string): Job {
           j.nonce = num(v);
           continue;
         } // nonce
+        if (c === 0x71) {
+          j.queue = optUtf8(v) ?? queue;
+          continue;
+        } // queue (ORCA.MPOP)
         break;
       case 7:
         if (c === 0x61) {
@@ -270,15 +294,68 @@ export interface WaitStats {
   min: number | null;
   max: number | null;
 }
+
+/**
+ * Automatic delay by submission rate (`ORCA.SETTINGS ... AUTODELAY`): a new collation job is
+ * delayed by `stepMs` × (the jobs its collation submitted in the `windowMs` before it), at most
+ * `capMs` (0 = no cap). `windowMs` 0 is off.
+ */
+export interface AutoDelay {
+  windowMs: number;
+  stepMs: number;
+  capMs?: number;
+}
+
+/**
+ * A queue's own settings (ORCA.SETTINGS, and `settings` of ORCA.STATS) with its size: `jobs`
+ * queued, `held` behind closed gates, `collations`. `lifetimeMs`: a waiting job not handed out
+ * this long after its release time becomes a dead letter (0 = never). `maxRunning`: the running
+ * cap per collation (0 = none). `deadMax` / `deadTtlMs`: bounds of the dead-letter list (0 =
+ * none). `resultMax`: most kept ACK results (0 = no bound).
+ */
+export interface QueueSettings {
+  order: string;
+  lifetimeMs: number;
+  autodelay: Required<AutoDelay>;
+  maxRunning: number;
+  deadMax: number;
+  deadTtlMs: number;
+  resultMax: number;
+  jobs: number;
+  held: number;
+  collations: number;
+}
+
+/** ORCA.SETTINGS options to change (the others stay). */
+export interface SettingsChange {
+  order?: "lifo" | "fifo" | "LIFO" | "FIFO";
+  lifetimeMs?: number;
+  /** `{ windowMs: 0, stepMs: 0 }` turns it off. */
+  autodelay?: AutoDelay;
+  maxRunning?: number;
+  deadMax?: number;
+  deadTtlMs?: number;
+  resultMax?: number;
+}
+
+/**
+ * ORCA.STATS: counts by state, closed `gates` (gate -> held jobs), the collations with leased
+ * jobs (`running`: collation -> leased jobs, the 100 busiest), the queue's `settings` and
+ * wait-time statistics.
+ */
 export interface QueueStats {
   order: string;
   queued: number;
+  held: number;
   delayed: number;
   leased: number;
   dead: number;
   results: number;
   collations: number;
   immediate: number;
+  gates: Record<string, number>;
+  running: Record<string, number>;
+  settings: QueueSettings | undefined;
   waitAll: WaitStats;
   waitReleased: WaitStats;
 }
@@ -287,39 +364,79 @@ function waitStats(reply: Reply): WaitStats {
   const n = (v: Reply) => optNum(v) ?? null;
   return { count: num(f.count), avg: n(f.avg), min: n(f.min), max: n(f.max) };
 }
+function counts(reply: Reply): Record<string, number> {
+  const out: Record<string, number> = {};
+  if (reply === null || reply === undefined) return out;
+  eachField(reply, (k, v) => {
+    out[k] = num(v);
+  });
+  return out;
+}
 export function statsFromReply(reply: Reply): QueueStats {
   const f = fields(reply);
+  const queued = num(f.queued);
+  const held = optNum(f.held) ?? 0;
+  const collations = num(f.collations);
   return {
     order: str(f.order),
-    queued: num(f.queued),
+    queued,
+    held,
     delayed: num(f.delayed),
     leased: num(f.leased),
     dead: num(f.dead),
     results: num(f.results),
-    collations: num(f.collations),
+    collations,
     immediate: num(f.immediate),
+    gates: counts(f.gates),
+    running: counts(f.running),
+    settings:
+      f.settings === undefined || f.settings === null
+        ? undefined
+        : settingsFromReply(f.settings, { jobs: queued, held, collations }),
     waitAll: waitStats(f.wait_all),
     waitReleased: waitStats(f.wait_released),
   };
 }
 
-export interface QueueSettings {
-  order: string;
-  jobs: number;
-  collations: number;
-}
-export function settingsFromReply(reply: Reply): QueueSettings {
+/**
+ * ORCA.SETTINGS' reply; `size` fills in what the reply lacks (the `settings` map of ORCA.STATS
+ * has only the settings).
+ */
+export function settingsFromReply(
+  reply: Reply,
+  size: { jobs: number; held: number; collations: number } = { jobs: 0, held: 0, collations: 0 },
+): QueueSettings {
   const f = fields(reply);
-  return { order: str(f.order), jobs: num(f.jobs), collations: num(f.collations) };
+  const n = (v: Reply) => optNum(v) ?? 0;
+  return {
+    order: str(f.order),
+    lifetimeMs: n(f.lifetime),
+    autodelay: { windowMs: n(f.autodelay_window), stepMs: n(f.autodelay_step), capMs: n(f.autodelay_cap) },
+    maxRunning: n(f.maxrunning),
+    deadMax: n(f.deadmax),
+    deadTtlMs: n(f.deadttl),
+    resultMax: n(f.resultmax),
+    jobs: optNum(f.jobs) ?? size.jobs,
+    held: optNum(f.held) ?? size.held,
+    collations: optNum(f.collations) ?? size.collations,
+  };
 }
 
+/** ORCA.TICK: the time-driven changes applied (`lifetime`: waiting jobs whose lifetime ran out, in `died` too). */
 export interface TickReport {
   died: number;
   expired: number;
   forgotten: number;
+  lifetime: number;
   retried: number;
 }
 export function tickFromReply(reply: Reply): TickReport {
   const f = fields(reply);
-  return { died: num(f.died), expired: num(f.expired), forgotten: num(f.forgotten), retried: num(f.retried) };
+  return {
+    died: num(f.died),
+    expired: num(f.expired),
+    forgotten: num(f.forgotten),
+    lifetime: optNum(f.lifetime) ?? 0,
+    retried: num(f.retried),
+  };
 }

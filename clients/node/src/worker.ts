@@ -1,10 +1,12 @@
 /**
  * The worker runtime: `new Worker(queue, handler, { concurrency, leaseMs })` takes jobs, runs
  * `handler(job)` for up to `concurrency` at once, acks each with its resolved value as the
- * result, nacks on a rejection, keeps leases alive with heartbeats, and on `close()` or
- * SIGTERM/SIGINT stops taking jobs, lets running ones finish within `graceMs` and hands the
- * rest back. Events: `completed` (job, result), `failed` (job, error, outcome), `lost` (job,
- * reason), `error` (error; only emitted when someone listens), `closed`.
+ * result (a slot that finishes alone takes its next job in the same round trip: `ORCA.ACK ... NEXT`),
+ * nacks on a rejection, keeps leases alive with heartbeats, and on `close()` or SIGTERM/SIGINT
+ * stops taking jobs, lets running ones finish within `graceMs` and hands the rest back. Several
+ * queues are served in the order given, with `ORCA.MPOP`. Events: `completed` (job, result),
+ * `failed` (job, error, outcome), `lost` (job, reason), `error` (error; only emitted when someone
+ * listens), `closed`.
  */
 import { EventEmitter } from "node:events";
 import type Redis from "ioredis";
@@ -45,8 +47,12 @@ export interface WorkerOptions {
   graceMs?: number;
   /** Heartbeat period (default a third of the lease). */
   heartbeatMs?: number;
-  /** With several queues, the BLOCK of each rotating blocking pop (default 500 ms). */
-  pollMs?: number;
+  /**
+   * A slot that finishes a job on its own takes its next one in the same round trip
+   * (`ORCA.ACK ... NEXT`; slots finishing together share one pop). Default true; false: plain
+   * ACKs, free slots are refilled by batched pops.
+   */
+  ackNext?: boolean;
   /** TTL of ACK results (default: the server's orca.result-ttl). */
   resultTtlMs?: number;
   /** NACK delay (default: the server's exponential backoff). */
@@ -89,6 +95,8 @@ export class Worker extends EventEmitter {
   private blocking = false; // a blocking pop in flight
   private pumpScheduled = false;
   private dispatchedThisTurn = false;
+  private finishing: { job: Job; value: unknown; result: Buffer | string | undefined }[] = [];
+  private flushScheduled = false;
   private drained = false; // a pop came back short: block instead of polling
   private pausedUntil = 0;
   private backoff = 100;
@@ -134,9 +142,9 @@ export class Worker extends EventEmitter {
       {
         leaseMs: this.leaseMs,
         blockMs: opts.blockMs ?? 5000,
-        pollMs: opts.pollMs ?? 500,
         resultTtlMs: opts.resultTtlMs,
         nackDelayMs: opts.nackDelayMs,
+        ackNext: opts.ackNext,
       },
     );
     this.log = opts.logger ?? defaultLogger;
@@ -181,8 +189,9 @@ export class Worker extends EventEmitter {
   // Event-driven: `pump()` runs at start and whenever slots free up. It keeps up to two
   // non-blocking pops in flight, each for at most half the slots, so one batch of jobs is
   // handled while the pop for the next is on the wire (never more jobs leased than
-  // `concurrency`). A pop that finds nothing switches to one blocking pop on the blocking
-  // connection; nothing else is fetched until it returns.
+  // `concurrency`: a slot whose ACK ... NEXT is in flight stays reserved). A pop that finds
+  // nothing switches to one blocking pop on the blocking connection; nothing else is fetched
+  // until it returns. Once busy, slots refill themselves with ACK ... NEXT and pops are rare.
   private schedulePump(): void {
     if (this.pumpScheduled) return;
     this.pumpScheduled = true;
@@ -215,9 +224,12 @@ export class Worker extends EventEmitter {
 
   private async quick(n: number): Promise<Job[]> {
     const jobs: Job[] = [];
-    for (const name of this.strategy.queues) {
-      jobs.push(...(await run(this.conn, this.strategy.quick(name, n - jobs.length))));
-      if (jobs.length >= n) break;
+    while (jobs.length < n) {
+      const got = await run(this.conn, this.strategy.quick(n - jobs.length));
+      jobs.push(...got);
+      // A short pop of one queue means it is empty; MPOP takes from one queue at a time, so a
+      // short MPOP that brought jobs may leave some in the next queues.
+      if (got.length === 0 || !this.strategy.several) break;
     }
     return jobs;
   }
@@ -310,12 +322,49 @@ export class Worker extends EventEmitter {
     r.finished = true;
     this.running.delete(token(job));
     this.wakeClose?.();
-    this.schedulePump();
     if (job.abandoned !== undefined) {
+      this.schedulePump();
       this.log.info(`job ${job.key}: result dropped (${job.abandoned})`);
       return;
     }
-    this.track(this.settle(job, value, error, failed));
+    let result: Buffer | string | undefined;
+    if (!failed) {
+      try {
+        result = encodeResult(value);
+      } catch (e) {
+        [failed, error] = [true, e];
+      }
+    }
+    if (!failed && !this.stopping && this.strategy.chains(job)) {
+      this.reserved++; // the slot stays taken until flushFinishing() decides how it refills
+      this.finishing.push({ job, value, result });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        queueMicrotask(() => this.flushFinishing());
+      }
+      return;
+    }
+    this.schedulePump();
+    this.track(this.settle(job, value, result, error, failed));
+  }
+
+  /**
+   * The successful finishes of this turn: a slot that finishes alone takes its next job with
+   * `ACK ... NEXT` (one command); slots that finish together send plain ACKs and share one
+   * `POP ... COUNT n` (pump), which costs the server less per job than n single pops.
+   */
+  private flushFinishing(): void {
+    this.flushScheduled = false;
+    const done = this.finishing;
+    this.finishing = [];
+    if (done.length === 1 && !this.stopping) {
+      const { job, value, result } = done[0]!;
+      this.track(this.ackThenNext(job, value, result));
+      return;
+    }
+    this.reserved -= done.length;
+    this.schedulePump();
+    for (const { job, value, result } of done) this.track(this.settle(job, value, result, undefined, false));
   }
 
   /** Counts `f` until it settles, so close() waits for it. */
@@ -328,15 +377,13 @@ export class Worker extends EventEmitter {
     if (--this.pending === 0) this.settledAll?.();
   };
 
-  private async settle(job: Job, value: unknown, error: unknown, failed: boolean): Promise<void> {
-    let result: Buffer | string | undefined;
-    if (!failed) {
-      try {
-        result = encodeResult(value);
-      } catch (e) {
-        [failed, error] = [true, e];
-      }
-    }
+  private async settle(
+    job: Job,
+    value: unknown,
+    result: Buffer | string | undefined,
+    error: unknown,
+    failed: boolean,
+  ): Promise<void> {
     try {
       if (!failed) {
         await run(this.conn, this.strategy.ack(job, result));
@@ -350,13 +397,37 @@ export class Worker extends EventEmitter {
         this.emitSafe("failed", job, error, outcome);
       }
     } catch (e) {
-      if (e instanceof LeaseLostError) this.lost(job, e);
-      else {
-        this.log.error(
-          `job ${job.key}: could not ${failed ? "nack" : "ack"} (${String(e)}); its lease will expire and it comes back`,
-        );
-        this.emitError(e);
-      }
+      this.finishFailed(job, e, failed ? "nack" : "ack");
+    }
+  }
+
+  /** ACK ... NEXT: the job the reply brings runs in the same slot (or is handed back at a stop). */
+  private async ackThenNext(job: Job, value: unknown, result: Buffer | string | undefined): Promise<void> {
+    let next: Job | null | undefined;
+    try {
+      next = await run(this.conn, this.strategy.ackNext(job, result));
+      this.counts.completed++;
+      this.emitSafe("completed", job, value);
+    } catch (e) {
+      this.finishFailed(job, e, "ack");
+    }
+    this.reserved--;
+    if (next) {
+      if (this.stopping) await this.handBack([next], "leased by NEXT while stopping, handed back");
+      else this.start(next);
+    } else if (next === null && !this.strategy.several) {
+      this.drained = true; // the queue had nothing for this slot: block instead of polling
+    }
+    this.schedulePump();
+  }
+
+  private finishFailed(job: Job, e: unknown, what: string): void {
+    if (e instanceof LeaseLostError) this.lost(job, e);
+    else {
+      this.log.error(
+        `job ${job.key}: could not ${what} (${String(e)}); its lease will expire and it comes back`,
+      );
+      this.emitError(e);
     }
   }
 

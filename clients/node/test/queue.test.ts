@@ -19,7 +19,7 @@ import {
   FetchStrategy,
 } from "../src";
 import { MAX_POP_COUNT } from "../src/strategy";
-import { Server, cfg, qname } from "./server";
+import { Server, cfg, collect, qname } from "./server";
 
 let server: Server;
 let r: Redis;
@@ -31,12 +31,6 @@ after(() => {
   r.disconnect();
   server.stop();
 });
-
-async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = [];
-  for await (const x of it) out.push(x);
-  return out;
-}
 
 describe("Queue", () => {
   it("computes the server's orca key", async () => {
@@ -179,8 +173,9 @@ describe("Queue", () => {
   it("reads and sets settings, ticks", async () => {
     const q = new Queue(r, qname());
     assert.equal((await q.settings()).order, "lifo");
-    assert.deepEqual(await q.settings("fifo"), { order: "fifo", jobs: 0, collations: 0 });
-    assert.deepEqual(await q.tick(), { died: 0, expired: 0, forgotten: 0, retried: 0 });
+    const s = await q.settings("fifo");
+    assert.deepEqual([s.order, s.jobs, s.collations, s.held], ["fifo", 0, 0, 0]);
+    assert.deepEqual(await q.tick(), { died: 0, expired: 0, forgotten: 0, lifetime: 0, retried: 0 });
   });
 
   it("maps error replies to classes", async () => {
@@ -210,26 +205,54 @@ describe("Queue", () => {
     assert.equal(await q.len(), 2);
   });
 
-  it("worker strategy: capped pops, rotation, hand-back commands", () => {
-    const s = new FetchStrategy(["a", "b"], { leaseMs: 5000, blockMs: 5000, pollMs: 200 });
-    assert.deepEqual(s.quick("a", 5000).args, ["ORCA.POP", "a", "LEASE", 5000, "COUNT", MAX_POP_COUNT]);
-    assert.deepEqual(s.blocking(3).args, ["ORCA.POP", "a", "LEASE", 5000, "BLOCK", 200, "COUNT", 3]);
-    assert.equal(s.blocking(3).args[1], "b");
-    const job = Object.assign(new Job(), {
-      key: "K",
-      payload: '{"key":"k"}',
-      createdAt: 42,
-      lease: "7",
-      queue: "q",
-    });
+  it("worker strategy: capped pops, MPOP over several queues, ACK NEXT, hand-back", () => {
+    const one = new FetchStrategy(["a"], { leaseMs: 5000, blockMs: 5000 });
+    assert.deepEqual(one.quick(5000).args, ["ORCA.POP", "a", "LEASE", 5000, "COUNT", MAX_POP_COUNT]);
+    assert.deepEqual(one.blocking(3).args, ["ORCA.POP", "a", "LEASE", 5000, "BLOCK", 5000, "COUNT", 3]);
+    const s = new FetchStrategy(["a", "b"], { leaseMs: 5000, blockMs: 7000, resultTtlMs: 9 });
+    assert.deepEqual(s.quick(2).args, ["ORCA.MPOP", 2, "a", "b", "LEASE", 5000, "COUNT", 2]);
+    // One blocking MPOP over every queue, with the full BLOCK: woken by any of them.
+    assert.deepEqual(s.blocking(3).args, [
+      "ORCA.MPOP",
+      2,
+      "a",
+      "b",
+      "LEASE",
+      5000,
+      "BLOCK",
+      7000,
+      "COUNT",
+      3,
+    ]);
+    const job = (queue: string) =>
+      Object.assign(new Job(), { key: "K", payload: '{"key":"k"}', createdAt: 42, lease: "7", queue });
+    assert.deepEqual(s.ackNext(job("a"), "r").args, [
+      "ORCA.ACK",
+      "a",
+      "K",
+      "7",
+      "RESULT",
+      "r",
+      "TTL",
+      9,
+      "NEXT",
+      "LEASE",
+      5000,
+    ]);
+    // NEXT takes from the job's own queue: only the first queue keeps the argument order.
+    assert.deepEqual([s.chains(job("a")), s.chains(job("b"))], [true, false]);
+    assert.equal(
+      new FetchStrategy(["a"], { leaseMs: 1, blockMs: 1, ackNext: false }).chains(job("a")),
+      false,
+    );
     assert.deepEqual(
-      s.handBack(job).map((c) => c.args),
+      s.handBack(job("q")).map((c) => c.args),
       [
         ["ORCA.REENQUEUE", "q", '{"key":"k"}', 42],
         ["ORCA.NACK", "q", "K", "7", "DELAY", 0],
       ],
     );
-    assert.throws(() => new FetchStrategy([], { leaseMs: 1, blockMs: 1, pollMs: 1 }), RangeError);
+    assert.throws(() => new FetchStrategy([], { leaseMs: 1, blockMs: 1 }), RangeError);
   });
 
   it("decodes RESP3 maps like RESP2 arrays", () => {

@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
+import { after, before } from "node:test";
 import Redis, { type RedisOptions } from "ioredis";
 
 // The repository root: the nearest directory above this file with a Cargo.toml.
@@ -110,4 +111,32 @@ export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs 
     if (Date.now() > deadline) throw new Error("condition not reached in time");
     await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+/** How many times the server ran `command` (lower case) since its last CONFIG RESETSTAT. */
+export async function calls(client: Redis, command: string): Promise<number> {
+  const line = (await client.info("commandstats"))
+    .split("\n")
+    .find((l) => l.startsWith(`cmdstat_${command}:`));
+  return Number(/calls=(\d+)/.exec(line ?? "")?.[1] ?? 0);
+}
+
+/** A server for the whole test file (started before its tests, stopped after) and a client on it. */
+export function fileServer(): { server: Server; r: Redis } {
+  const ctx = {} as { server: Server; r: Redis };
+  before(async () => {
+    ctx.server = await Server.start();
+    ctx.r = ctx.server.client();
+  });
+  after(() => {
+    ctx.r.disconnect();
+    ctx.server.stop();
+  });
+  return ctx;
+}
+
+export async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const x of it) out.push(x);
+  return out;
 }

@@ -196,7 +196,7 @@ describe("Worker", () => {
     const qa = new Queue(r, `${n}-a`);
     const qb = new Queue(r, `${n}-b`);
     const done: string[] = [];
-    const w = start([qa, qb], (job) => job.queue, { pollMs: 100 });
+    const w = start([qa, qb], (job) => job.queue);
     w.on("completed", (_j: Job, res: string) => done.push(res));
     await qb.enqueue(cfg("b1"));
     await waitFor(() => done.length === 1);

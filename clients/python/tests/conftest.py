@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from workers import Running
 
 REPO = Path(__file__).resolve().parents[3]
 MODULE = Path(os.environ.get("ORCA_MODULE", REPO / "target" / "release" / "liborca.so"))
@@ -118,6 +119,16 @@ def r2(server: Server) -> Iterator[redis.Redis]:
     c = server.client()
     yield c
     c.close()
+
+
+@pytest.fixture
+def started() -> Iterator[list[Running]]:
+    """Workers started by ``workers.start``; stopped (without grace) after the test."""
+    runs: list[Running] = []
+    yield runs
+    for run in runs:
+        if run.thread.is_alive():
+            run.stop(now=True)
 
 
 @pytest.fixture

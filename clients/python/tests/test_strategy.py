@@ -8,19 +8,51 @@ from orca_queue import Job
 from orca_queue.strategy import MAX_POP_COUNT, FetchStrategy
 
 
-def test_pops_ask_for_at_most_max_pop_count_and_rotate() -> None:
-    s = FetchStrategy(["a", "b"], lease_ms=5000, block_ms=5000, poll_ms=200)
-    assert s.quick("a", 5000).args == ("ORCA.POP", "a", "LEASE", 5000, "COUNT", MAX_POP_COUNT)
-    first, second = s.blocking(3).args, s.blocking(3).args
-    assert first == ("ORCA.POP", "a", "LEASE", 5000, "BLOCK", 200, "COUNT", 3)
-    assert second[1] == "b"  # several queues: the blocking pop rotates, with BLOCK = poll_ms
-    assert FetchStrategy(["a"], lease_ms=1, block_ms=5000).block_ms == 5000
+def job(queue: str) -> Job:
+    return Job(key="K", payload=b'{"key":"k"}', created_at=42, lease="7", queue=queue)
+
+
+def test_one_queue_pops_and_several_use_mpop() -> None:
+    one = FetchStrategy(["a"], lease_ms=5000, block_ms=5000)
+    assert one.quick(5000).args == ("ORCA.POP", "a", "LEASE", 5000, "COUNT", MAX_POP_COUNT)
+    assert one.blocking(3).args == ("ORCA.POP", "a", "LEASE", 5000, "BLOCK", 5000, "COUNT", 3)
+    two = FetchStrategy(["a", "b"], lease_ms=5000, block_ms=7000)
+    assert two.quick(2).args == ("ORCA.MPOP", 2, "a", "b", "LEASE", 5000, "COUNT", 2)
+    # One blocking MPOP over every queue, with the full BLOCK: woken by any of them.
+    assert two.blocking(3).args == (
+        "ORCA.MPOP", 2, "a", "b", "LEASE", 5000, "BLOCK", 7000, "COUNT", 3,
+    )  # fmt: skip
+
+
+def test_finish_takes_the_next_job_in_the_same_round_trip() -> None:
+    s = FetchStrategy(["a", "b"], lease_ms=5000, block_ms=1000, result_ttl_ms=9)
+    # First queue: ACK ... NEXT (the next job of that queue is what MPOP would take).
+    assert [c.args for c in s.finish(job("a"), b"r", failed=False, take_next=True)] == [
+        ("ORCA.ACK", "a", "K", "7", "RESULT", b"r", "TTL", 9, "NEXT", "LEASE", 5000)
+    ]
+    # Another queue: NEXT would skip the first one; ACK pipelined with an MPOP of one.
+    assert [c.args for c in s.finish(job("b"), None, failed=False, take_next=True)] == [
+        ("ORCA.ACK", "b", "K", "7"),
+        ("ORCA.MPOP", 2, "a", "b", "LEASE", 5000, "COUNT", 1),
+    ]
+    # A failure is a plain NACK (its outcome is reported), plus the pop for the slot.
+    assert [c.args[0] for c in s.finish(job("a"), None, failed=True, take_next=True)] == [
+        "ORCA.NACK",
+        "ORCA.MPOP",
+    ]
+    # Stopping (no next job): a plain ACK.
+    assert [c.args for c in s.finish(job("a"), None, failed=False, take_next=False)] == [
+        ("ORCA.ACK", "a", "K", "7")
+    ]
+    off = FetchStrategy(["a"], lease_ms=5000, block_ms=1000, ack_next=False)
+    assert [c.args for c in off.finish(job("a"), None, failed=False, take_next=True)] == [
+        ("ORCA.ACK", "a", "K", "7")
+    ]
 
 
 def test_hand_back_is_reenqueue_at_arrival_then_nack() -> None:
     s = FetchStrategy(["q"], lease_ms=5000, block_ms=1000)
-    job = Job(key="K", payload=b'{"key":"k"}', created_at=42, lease="7", queue="q")
-    assert [c.args for c in s.hand_back(job)] == [
+    assert [c.args for c in s.hand_back(job("q"))] == [
         ("ORCA.REENQUEUE", "q", b'{"key":"k"}', 42),
         ("ORCA.NACK", "q", "K", "7", "DELAY", 0),
     ]

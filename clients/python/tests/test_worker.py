@@ -6,54 +6,13 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
 import redis
 from conftest import Server, cfg
+from workers import Running, calls, start, wait_for
 
 from orca_queue import Job, NackOutcome, Queue, Worker, blocking_client
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.02)
-
-
-class Running:
-    """A worker on a background thread (signals are the main thread's: not installed)."""
-
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
-        self.thread = threading.Thread(target=worker.run, daemon=True)
-        self.thread.start()
-
-    def stop(self, timeout: float = 20.0, **kw: Any) -> float:
-        t0 = time.monotonic()
-        self.worker.stop(**kw)
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "worker did not stop"
-        return time.monotonic() - t0
-
-
-@pytest.fixture
-def started() -> Iterator[list[Running]]:
-    runs: list[Running] = []
-    yield runs
-    for r in runs:
-        if r.thread.is_alive():
-            r.stop(now=True)
-
-
-def start(runs: list[Running], *args: Any, **kwargs: Any) -> Running:
-    kwargs.setdefault("handle_signals", False)
-    run = Running(Worker(*args, **kwargs))
-    runs.append(run)
-    return run
 
 
 def test_acks_with_results_and_hooks(r: redis.Redis, qname: str, started: list[Running]) -> None:
@@ -197,13 +156,7 @@ def test_blocked_worker_wakes_on_enqueue(
 def test_several_queues(r: redis.Redis, qname: str, started: list[Running]) -> None:
     qa, qb = Queue(r, qname + "-a"), Queue(r, qname + "-b")
     done: list[str | None] = []
-    start(
-        started,
-        [qa, qb],
-        lambda job: job.queue,
-        poll_ms=100,
-        on_completed=lambda job, res: done.append(res),
-    )
+    start(started, [qa, qb], lambda job: job.queue, on_completed=lambda job, res: done.append(res))
     qb.enqueue(cfg("b1"))
     wait_for(lambda: done == [qb.name])
     qa.enqueue(cfg("a1"))
@@ -266,8 +219,8 @@ def test_blocks_instead_of_polling_an_empty_queue(started: list[Running]) -> Non
         r = own.client()
         start(started, Queue(r, "idle"), lambda job: None, concurrency=8, block_ms=5000)
         time.sleep(1.0)
-        calls = r.info("commandstats").get("cmdstat_orca.pop", {}).get("calls", 0)
-        assert 1 <= calls <= 4, f"ORCA.POP called {calls} times in 1 s"
+        pops = calls(r, "orca.pop")
+        assert 1 <= pops <= 4, f"ORCA.POP called {pops} times in 1 s"
         started[-1].stop()
     finally:
         own.stop()

@@ -16,6 +16,7 @@ from .errors import (
     InvalidArgumentError,
     InvariantError,
     JobCancelledError,
+    JobNotQueuedError,
     JobStateError,
     LeaseLostError,
     NoSuchJobError,
@@ -24,16 +25,27 @@ from .errors import (
     WrongTypeError,
 )
 from .keys import config_orca_key, orca_key
-from .queue import Queue
-from .types import Job, LeaseInfo, NackOutcome, QueueSettings, QueueStats, TickReport, WaitStats
+from .queue import Queue, mpop, mpop_many
+from .types import (
+    AutoDelay,
+    Job,
+    LeaseInfo,
+    NackOutcome,
+    QueueSettings,
+    QueueStats,
+    TickReport,
+    WaitStats,
+)
 from .worker import Worker
 
 __all__ = [
+    "AutoDelay",
     "BadConfigError",
     "InvalidArgumentError",
     "InvariantError",
     "Job",
     "JobCancelledError",
+    "JobNotQueuedError",
     "JobStateError",
     "LeaseInfo",
     "LeaseLostError",
@@ -50,5 +62,7 @@ __all__ = [
     "WrongTypeError",
     "blocking_client",
     "config_orca_key",
+    "mpop",
+    "mpop_many",
     "orca_key",
 ]

@@ -7,6 +7,9 @@ without the ``ERR`` prefix (redis-py strips it).
 
 from __future__ import annotations
 
+import re
+from typing import Optional
+
 from redis.exceptions import ResponseError
 
 
@@ -28,8 +31,8 @@ class QueueFullError(OrcaError):
 
 
 class BadConfigError(OrcaError):
-    """The job config was refused (not a JSON object, no ``key``, bad priority or
-    collation, over a size limit)."""
+    """The job config was refused (not a JSON object, no ``key``, bad priority, collation
+    or gate, over a size limit)."""
 
 
 class NoSuchJobError(OrcaError):
@@ -39,6 +42,38 @@ class NoSuchJobError(OrcaError):
 class JobStateError(OrcaError):
     """The job is in a state that does not allow this (an immediate job cannot be moved;
     a dead job whose key is queued again cannot be requeued)."""
+
+
+class JobNotQueuedError(JobStateError):
+    """ORCA.MOVE of a job that exists but is not in the queue order: ``state`` says where it
+    is (``leased``: running; ``delayed``: waiting for its retry at ``retry_at``; ``dead``:
+    a dead letter; ``held``: behind the closed gate ``gate``), ``None`` if the server did
+    not say."""
+
+    state: Optional[str]
+    gate: Optional[str]
+    retry_at: Optional[int]
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.state, self.gate, self.retry_at = None, None, None
+        for prefix, state in _NOT_QUEUED:
+            if message.startswith(prefix):
+                self.state = state
+        held = re.match(r"job is held behind gate '(.*)' \(ORCA\.GATE", message, re.S)
+        if held:
+            self.gate = held.group(1)
+        retry = re.match(r"job is waiting to be retried \(at (\d+)\)", message)
+        if retry:
+            self.retry_at = int(retry.group(1))
+
+
+_NOT_QUEUED = (
+    ("job is running", "leased"),
+    ("job is waiting to be retried", "delayed"),
+    ("job is a dead letter", "dead"),
+    ("job is held behind gate", "held"),
+)
 
 
 class WrongTypeError(OrcaError):
@@ -63,17 +98,22 @@ _BY_PREFIX: tuple[tuple[str, type[OrcaError]], ...] = (
     ("no such job", NoSuchJobError),
     ("immediate jobs cannot be moved", JobStateError),
     ("job is already queued", JobStateError),
+    *((prefix, JobNotQueuedError) for prefix, _ in _NOT_QUEUED),
+    ("job is not in the queue order", JobNotQueuedError),
     ("WRONGTYPE", WrongTypeError),
     ("queue invariant broken", InvariantError),
     ("config ", BadConfigError),
     ("invalid config JSON", BadConfigError),
     ("priority ", BadConfigError),
     ("collation ", BadConfigError),
+    ("'gate' must be", BadConfigError),
+    ("gate must not be empty", BadConfigError),
+    ("gate is ", BadConfigError),
     ("internal error in the orca module", OrcaError),
 )
 
 # Errors that mean "this is not an ORCA.* problem": leave redis-py's own classes alone.
-_FOREIGN = ("unknown command", "wrong number of arguments")
+_FOREIGN = ("unknown command", "wrong number of arguments", "CROSSSLOT")
 
 
 def strip_err(message: str) -> str:

@@ -7,7 +7,7 @@ does I/O.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Optional, TypeVar
 
@@ -16,12 +16,15 @@ from redis.exceptions import ResponseError
 from .errors import InvariantError, OrcaError, map_error
 from .keys import Config, encode_config
 from .types import (
+    AutoDelay,
+    AutoDelayArg,
     Job,
     NackOutcome,
     QueueSettings,
     QueueStats,
     TickReport,
     jobs_from_reply,
+    opt_job,
     raw,
     text,
 )
@@ -58,7 +61,7 @@ def _job(reply: Any) -> Job:
 
 
 def _opt_job(reply: Any) -> Optional[Job]:
-    return None if reply is None else Job.from_reply(reply)
+    return opt_job(reply)
 
 
 def _ok(reply: Any) -> None:
@@ -110,10 +113,26 @@ def status(q: str, key: str) -> Command[Optional[Job]]:
     return Command(("ORCA.STATUS", q, key), _opt_job)
 
 
+LIST_STATES = ("queued", "held", "leased", "delayed", "dead")
+
+
 def list_page(
-    q: str, offset: int, limit: int, filter: Optional[tuple[str, str]]
+    q: str,
+    offset: int,
+    limit: int,
+    filter: Optional[tuple[str, str]],
+    *,
+    state: Optional[str] = None,
+    gate: Optional[str] = None,
 ) -> Command[list[Job]]:
-    args: list[Any] = ["ORCA.LIST", q, "OFFSET", offset, "LIMIT", limit]
+    args: list[Any] = ["ORCA.LIST", q]
+    if state is not None:
+        if state.lower() not in LIST_STATES:
+            raise ValueError(f"state must be one of {', '.join(LIST_STATES)}")
+        args += ["STATE", state.upper()]
+    if gate is not None:
+        args += ["GATE", gate]
+    args += ["OFFSET", offset, "LIMIT", limit]
     if filter is not None:
         args += ["FILTER", filter[0], filter[1]]
     return Command(tuple(args), jobs_from_reply)
@@ -147,9 +166,49 @@ def result(q: str, key: str) -> Command[Optional[bytes]]:
     return Command(("ORCA.RESULT", q, key), _opt_raw)
 
 
-def settings(q: str, order: Optional[str] = None) -> Command[QueueSettings]:
+def _autodelay(value: AutoDelayArg) -> list[Any]:
+    d = value if isinstance(value, AutoDelay) else AutoDelay(*value)
+    args: list[Any] = ["AUTODELAY", int(d.window_ms), int(d.step_ms)]
+    if d.cap_ms:
+        args += ["CAP", int(d.cap_ms)]
+    return args
+
+
+def settings(
+    q: str,
+    order: Optional[str] = None,
+    *,
+    lifetime_ms: Optional[int] = None,
+    autodelay: Optional[AutoDelayArg] = None,
+    max_running: Optional[int] = None,
+    dead_max: Optional[int] = None,
+    dead_ttl_ms: Optional[int] = None,
+    result_max: Optional[int] = None,
+) -> Command[QueueSettings]:
     args = _with(["ORCA.SETTINGS", q], "ORDER", None if order is None else order.upper())
+    args = _with(args, "LIFETIME", lifetime_ms)
+    if autodelay is not None:
+        args += _autodelay(autodelay)
+    args = _with(args, "MAXRUNNING", max_running)
+    args = _with(args, "DEADMAX", dead_max)
+    args = _with(args, "DEADTTL", dead_ttl_ms)
+    args = _with(args, "RESULTMAX", result_max)
     return Command(tuple(args), QueueSettings.from_reply)
+
+
+def gate_close(q: str, gate: str) -> Command[bool]:
+    return Command(("ORCA.GATE", q, gate, "CLOSE"), lambda r: bool(int(r)))
+
+
+def gate_open(q: str, gate: str) -> Command[int]:
+    return Command(("ORCA.GATE", q, gate, "OPEN"), int)
+
+
+def gate_drop(q: str, gate: str) -> Command[list[Any]]:
+    """The configs of the dropped jobs, parsed (in arrival order)."""
+    return Command(
+        ("ORCA.GATE", q, gate, "DROP"), lambda r: [json.loads(raw(c)) for c in (r or [])]
+    )
 
 
 def tick(q: str) -> Command[TickReport]:
@@ -165,9 +224,7 @@ def pop_args(
 
 
 def pop(q: str, lease_ms: Optional[int], block_ms: Optional[int]) -> Command[Optional[Job]]:
-    return Command(
-        pop_args(q, lease_ms, block_ms, None), lambda r: None if r is None else Job.from_reply(r, q)
-    )
+    return Command(pop_args(q, lease_ms, block_ms, None), lambda r: opt_job(r, q))
 
 
 def pop_many(
@@ -176,17 +233,79 @@ def pop_many(
     return Command(pop_args(q, lease_ms, block_ms, count), lambda r: jobs_from_reply(r, q))
 
 
+def mpop_args(
+    queues: Sequence[str], lease_ms: Optional[int], block_ms: Optional[int], count: Optional[int]
+) -> tuple[Any, ...]:
+    if not queues:
+        raise ValueError("ORCA.MPOP needs at least one queue")
+    args = _with(["ORCA.MPOP", len(queues), *queues], "LEASE", lease_ms)
+    args = _with(args, "BLOCK", block_ms)
+    return tuple(_with(args, "COUNT", count))
+
+
+def mpop(
+    queues: Sequence[str], lease_ms: Optional[int], block_ms: Optional[int]
+) -> Command[Optional[Job]]:
+    """ORCA.MPOP: the job names its queue (``Job.queue``)."""
+    return Command(mpop_args(queues, lease_ms, block_ms, None), opt_job)
+
+
+def mpop_many(
+    queues: Sequence[str], count: int, lease_ms: Optional[int], block_ms: Optional[int]
+) -> Command[list[Job]]:
+    return Command(mpop_args(queues, lease_ms, block_ms, count), jobs_from_reply)
+
+
+def _next(args: list[Any], lease_ms: Optional[int]) -> tuple[Any, ...]:
+    return tuple(_with([*args, "NEXT"], "LEASE", lease_ms))
+
+
+def ack_args(
+    q: str, key: str, lease: str, result: Optional[bytes], ttl_ms: Optional[int]
+) -> list[Any]:
+    args = _with(["ORCA.ACK", q, key, lease], "RESULT", result)
+    return _with(args, "TTL", ttl_ms)
+
+
 def ack(
     q: str, key: str, lease: str, result: Optional[bytes] = None, ttl_ms: Optional[int] = None
 ) -> Command[None]:
-    args = _with(["ORCA.ACK", q, key, lease], "RESULT", result)
-    return Command(tuple(_with(args, "TTL", ttl_ms)), _ok)
+    return Command(tuple(ack_args(q, key, lease, result, ttl_ms)), _ok)
+
+
+def ack_next(
+    q: str,
+    key: str,
+    lease: str,
+    result: Optional[bytes] = None,
+    ttl_ms: Optional[int] = None,
+    *,
+    lease_ms: Optional[int] = None,
+) -> Command[Optional[Job]]:
+    """ORCA.ACK ... NEXT [LEASE ms]: the next job of the same queue, leased, or None."""
+    return Command(
+        _next(ack_args(q, key, lease, result, ttl_ms), lease_ms), lambda r: opt_job(r, q)
+    )
 
 
 def nack(q: str, key: str, lease: str, delay_ms: Optional[int] = None) -> Command[NackOutcome]:
     return Command(
         tuple(_with(["ORCA.NACK", q, key, lease], "DELAY", delay_ms)), NackOutcome.from_reply
     )
+
+
+def nack_next(
+    q: str,
+    key: str,
+    lease: str,
+    delay_ms: Optional[int] = None,
+    *,
+    lease_ms: Optional[int] = None,
+) -> Command[Optional[Job]]:
+    """ORCA.NACK ... NEXT [LEASE ms]: the next job, or None (the server then does not say
+    what became of the failed one: retry, dead or superseded)."""
+    args = _with(["ORCA.NACK", q, key, lease], "DELAY", delay_ms)
+    return Command(_next(args, lease_ms), lambda r: opt_job(r, q))
 
 
 def extend(q: str, key: str, lease: str, ms: int) -> Command[int]:

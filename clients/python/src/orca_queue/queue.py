@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Optional, TypeVar, Union
 
 import redis
@@ -14,7 +14,7 @@ from .connection import check_block_timeout
 from .errors import OrcaError, map_error
 from .keys import Config
 from .protocol import execute
-from .types import Job, NackOutcome, QueueSettings, QueueStats, TickReport
+from .types import AutoDelayArg, Job, NackOutcome, QueueSettings, QueueStats, TickReport
 
 T = TypeVar("T")
 Filter = Union[Mapping[str, str], tuple[str, str], None]
@@ -86,19 +86,37 @@ class Queue:
         return self._run(P.status(self.name, key))
 
     def list_page(
-        self, offset: int = 0, limit: int = 100, filter: Filter = None
+        self,
+        offset: int = 0,
+        limit: int = 100,
+        filter: Filter = None,
+        *,
+        state: Optional[str] = None,
+        gate: Optional[str] = None,
     ) -> builtins.list[Job]:
-        """One page of ORCA.LIST (queued jobs in pop order, with their positions)."""
-        return self._run(P.list_page(self.name, offset, limit, P.filter_pair(filter)))
+        """One page of ORCA.LIST: queued jobs in pop order with their positions, or with
+        ``state`` (``held``, ``leased``, ``delayed``, ``dead``) the jobs in that state;
+        ``gate`` keeps the held jobs of one gate."""
+        pair = P.filter_pair(filter)
+        return self._run(P.list_page(self.name, offset, limit, pair, state=state, gate=gate))
 
     def list(
-        self, filter: Filter = None, *, page_size: int = 100, offset: int = 0
+        self,
+        filter: Filter = None,
+        *,
+        page_size: int = 100,
+        offset: int = 0,
+        state: Optional[str] = None,
+        gate: Optional[str] = None,
     ) -> Iterator[Job]:
-        """Every queued job in pop order, fetched page by page (``page_size`` per round
-        trip). Pages are read lazily: jobs popped or added meanwhile shift later pages."""
+        """Every job of the listing (see :meth:`list_page`), fetched page by page
+        (``page_size`` per round trip). Pages are read lazily: jobs that change state
+        meanwhile shift later pages."""
         pair = P.filter_pair(filter)
         while True:
-            page = self._run(P.list_page(self.name, offset, page_size, pair))
+            page = self._run(
+                P.list_page(self.name, offset, page_size, pair, state=state, gate=gate)
+            )
             yield from page
             if len(page) < page_size:
                 return
@@ -116,9 +134,50 @@ class Queue:
         """ORCA.CHECK: raises :class:`InvariantError` if an invariant is broken."""
         self._run(P.check(self.name))
 
-    def settings(self, order: Optional[str] = None) -> QueueSettings:
-        """ORCA.SETTINGS: read them, or set the collation ``order`` (``"lifo"``/``"fifo"``)."""
-        return self._run(P.settings(self.name, order))
+    def settings(
+        self,
+        order: Optional[str] = None,
+        *,
+        lifetime_ms: Optional[int] = None,
+        autodelay: Optional[AutoDelayArg] = None,
+        max_running: Optional[int] = None,
+        dead_max: Optional[int] = None,
+        dead_ttl_ms: Optional[int] = None,
+        result_max: Optional[int] = None,
+    ) -> QueueSettings:
+        """ORCA.SETTINGS: without arguments, read them; else change those given (the others
+        stay) and return them all. ``order`` ``"lifo"``/``"fifo"``; ``lifetime_ms`` (0 =
+        never); ``autodelay`` an :class:`AutoDelay` or ``(window_ms, step_ms[, cap_ms])``
+        (``(0, 0)`` turns it off); ``max_running`` the running cap per collation (0 =
+        none); ``dead_max``, ``dead_ttl_ms``, ``result_max`` bound dead letters and results."""
+        return self._run(
+            P.settings(
+                self.name,
+                order,
+                lifetime_ms=lifetime_ms,
+                autodelay=autodelay,
+                max_running=max_running,
+                dead_max=dead_max,
+                dead_ttl_ms=dead_ttl_ms,
+                result_max=result_max,
+            )
+        )
+
+    # -- gates ---------------------------------------------------------------------------
+    def close_gate(self, gate: str) -> bool:
+        """ORCA.GATE ... CLOSE: new jobs naming ``gate`` (config field ``"gate"``) are held
+        from now on. True if the gate was open, False if it was already closed."""
+        return self._run(P.gate_close(self.name, gate))
+
+    def open_gate(self, gate: str) -> int:
+        """ORCA.GATE ... OPEN: every held job of the gate enters the queue as if enqueued at
+        its own arrival time; returns how many."""
+        return self._run(P.gate_open(self.name, gate))
+
+    def drop_gate(self, gate: str) -> builtins.list[Any]:
+        """ORCA.GATE ... DROP: removes every held job of the gate and returns their configs
+        (parsed, in arrival order), so the caller can tell each ``response_url``."""
+        return self._run(P.gate_drop(self.name, gate))
 
     def tick(self) -> TickReport:
         """ORCA.TICK: apply the time-driven changes due now (the server does it itself)."""
@@ -184,12 +243,44 @@ class Queue:
         key, token = P.job_and_lease(job, lease)
         self._run(P.ack(self.name, key, token, P.encode_result(result), ttl_ms))
 
+    def ack_next(
+        self,
+        job: Job | str,
+        lease: Optional[str] = None,
+        *,
+        result: Any = None,
+        ttl_ms: Optional[int] = None,
+        lease_ms: Optional[int] = None,
+    ) -> Optional[Job]:
+        """ORCA.ACK ... NEXT: acks like :meth:`ack` and, in the same atomic step, leases the
+        next job of this queue for ``lease_ms`` (default ``orca.lease-time``): one round
+        trip per job. Returns that job, or None if nothing can be handed out (it never
+        blocks). If the ACK is refused (:class:`LeaseLostError`) nothing is handed out."""
+        key, token = P.job_and_lease(job, lease)
+        return self._run(
+            P.ack_next(self.name, key, token, P.encode_result(result), ttl_ms, lease_ms=lease_ms)
+        )
+
     def nack(
         self, job: Job | str, lease: Optional[str] = None, *, delay_ms: Optional[int] = None
     ) -> NackOutcome:
         """ORCA.NACK: the delivery failed; the reply tells retry, dead or superseded."""
         key, token = P.job_and_lease(job, lease)
         return self._run(P.nack(self.name, key, token, delay_ms))
+
+    def nack_next(
+        self,
+        job: Job | str,
+        lease: Optional[str] = None,
+        *,
+        delay_ms: Optional[int] = None,
+        lease_ms: Optional[int] = None,
+    ) -> Optional[Job]:
+        """ORCA.NACK ... NEXT: fails the delivery like :meth:`nack` and leases the next job
+        (or returns None). The server's reply is then the next job only: what became of the
+        failed one (retry, dead, superseded) is not returned; use :meth:`nack` to know."""
+        key, token = P.job_and_lease(job, lease)
+        return self._run(P.nack_next(self.name, key, token, delay_ms, lease_ms=lease_ms))
 
     def extend(self, job: Job | str, lease: Optional[str] = None, *, ms: int) -> int:
         """ORCA.EXTEND: the lease now ends ``ms`` from now; returns the new deadline."""
@@ -202,3 +293,39 @@ class Queue:
         for c in cmds:
             execute(pipe, c.args)
         return P.parse_pipeline(cmds, pipe.execute(raise_on_error=False))
+
+
+def _one_client(queues: Sequence[Any]) -> Any:
+    if not queues:
+        raise ValueError("ORCA.MPOP needs at least one queue")
+    client = queues[0].client
+    if any(q.client is not client for q in queues):
+        raise ValueError("every queue of one ORCA.MPOP must use the same Redis client")
+    return client
+
+
+def mpop(
+    queues: Sequence[Queue], *, lease_ms: Optional[int] = None, block_ms: Optional[int] = None
+) -> Optional[Job]:
+    """ORCA.MPOP: lease one job from the first of ``queues`` (in order) that can hand one
+    out; ``Job.queue`` names it. With ``block_ms``, wait on all of them (woken by any); the
+    client's socket timeout must then be above it (see :func:`orca_queue.blocking_client`).
+    In a Redis Cluster every queue must be in one slot (hash tags: ``{course}:q1``)."""
+    client = _one_client(queues)
+    if block_ms is not None:
+        check_block_timeout(client.connection_pool.connection_kwargs, block_ms)
+    return queues[0]._run(P.mpop([q.name for q in queues], lease_ms, block_ms))
+
+
+def mpop_many(
+    queues: Sequence[Queue],
+    count: int,
+    *,
+    lease_ms: Optional[int] = None,
+    block_ms: Optional[int] = None,
+) -> builtins.list[Job]:
+    """ORCA.MPOP ... COUNT n: up to ``count`` jobs, all from the first queue that has any."""
+    client = _one_client(queues)
+    if block_ms is not None:
+        check_block_timeout(client.connection_pool.connection_kwargs, block_ms)
+    return queues[0]._run(P.mpop_many([q.name for q in queues], count, lease_ms, block_ms))

@@ -32,10 +32,10 @@ class WorkerOptions:
     block_ms: int = 5_000
     grace_ms: int = 30_000
     heartbeat_ms: Optional[int] = None
-    poll_ms: int = 500
     result_ttl_ms: Optional[int] = None
     nack_delay_ms: Optional[int] = None
     handle_signals: bool = True
+    ack_next: bool = True
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -143,15 +143,22 @@ def queue_names(queue_or_queues: Any) -> list[Any]:
     return queues
 
 
+# At a stop, how long the worker waits for the ACK/NACKs in flight (whose replies may bring
+# a job leased by NEXT, to hand back) after the grace period.
+FINISH_WAIT_S = 10.0
+
+
 class WorkerBase:
     """Options, hooks, counts and the I/O-free steps shared by the thread and asyncio workers.
 
-    ``queue_or_queues``: one queue or a list (all on one client). ``lease_ms``: lease of each
-    delivery (heartbeats extend it every ``heartbeat_ms``, a third of the lease by default).
-    ``block_ms``: how long one blocking pop waits. ``grace_ms``: at a stop, how long running
-    handlers may take before their jobs are handed back. ``poll_ms``: with several queues, the
-    BLOCK of each rotating blocking pop. Hooks ``on_completed(job, result)``,
-    ``on_failed(job, exc, outcome)``, ``on_lost(job, reason)``; their exceptions are logged.
+    ``queue_or_queues``: one queue or a list (all on one client; served in that order, with
+    ``ORCA.MPOP``). ``lease_ms``: lease of each delivery (heartbeats extend it every
+    ``heartbeat_ms``, a third of the lease by default). ``block_ms``: how long one blocking
+    pop waits. ``grace_ms``: at a stop, how long running handlers may take before their jobs
+    are handed back. ``ack_next``: a slot that finishes a job takes its next one in the same
+    round trip (``ORCA.ACK ... NEXT``); False: plain ACK/NACK, free slots are refilled by
+    the fetcher. Hooks ``on_completed(job, result)``, ``on_failed(job, exc, outcome)``,
+    ``on_lost(job, reason)``; their exceptions are logged.
     """
 
     def __init__(
@@ -164,10 +171,10 @@ class WorkerBase:
         block_ms: int = 5_000,
         grace_ms: int = 30_000,
         heartbeat_ms: Optional[int] = None,
-        poll_ms: int = 500,
         result_ttl_ms: Optional[int] = None,
         nack_delay_ms: Optional[int] = None,
         handle_signals: bool = True,
+        ack_next: bool = True,
         on_completed: Optional[OnCompleted] = None,
         on_failed: Optional[OnFailed] = None,
         on_lost: Optional[OnLost] = None,
@@ -181,10 +188,10 @@ class WorkerBase:
             block_ms,
             grace_ms,
             heartbeat_ms,
-            poll_ms,
             result_ttl_ms,
             nack_delay_ms,
             handle_signals,
+            ack_next,
         )
         self.hooks = Hooks(on_completed, on_failed, on_lost)
         self.log = logger or log
@@ -192,9 +199,9 @@ class WorkerBase:
             [q.name for q in self.queues],
             lease_ms=lease_ms,
             block_ms=block_ms,
-            poll_ms=poll_ms,
             result_ttl_ms=result_ttl_ms,
             nack_delay_ms=nack_delay_ms,
+            ack_next=ack_next,
         )
         self.counts = {"completed": 0, "failed": 0, "lost": 0, "handed_back": 0}
         self._setup()
@@ -216,6 +223,49 @@ class WorkerBase:
             return P.encode_result(value), None
         except (TypeError, ValueError) as e:
             return None, TypeError(f"handler result is not JSON-serializable: {e}")
+
+    def _finish_commands(
+        self, job: Job, value: Any, error: Optional[BaseException], take_next: bool
+    ) -> tuple[list[P.Command[Any]], Optional[BaseException]]:
+        """The commands that finish ``job`` (see :meth:`FetchStrategy.finish`) and the
+        error it failed with (a result that cannot be encoded is one)."""
+        result, error = self._encode(value, error)
+        return self.strategy.finish(job, result, error is not None, take_next), error
+
+    def _after_finish(
+        self,
+        job: Job,
+        value: Any,
+        error: Optional[BaseException],
+        replies: list[Any],
+    ) -> list[Job]:
+        """Counts and hooks for a finished delivery, from the replies of its commands (each
+        a parsed reply or the exception it raised); returns the jobs leased for its slot."""
+        first, rest = replies[0], replies[1:]
+        leased: list[Job] = []
+        if isinstance(first, LeaseLostError):
+            self._lost(job, first)
+        elif isinstance(first, BaseException):
+            self.log.error(
+                "job %s: could not %s (%s); its lease will expire and it comes back",
+                job.key,
+                "ack" if error is None else "nack",
+                first,
+            )
+        elif error is None:
+            if isinstance(first, Job):
+                leased.append(first)
+            self._count("completed")
+            self.hooks.completed(job, value)
+        else:
+            self._count("failed")
+            self.hooks.failed(job, error, first if isinstance(first, NackOutcome) else None)
+        for reply in rest:
+            if isinstance(reply, BaseException):
+                self.log.warning("taking the next job after %s: %s", job.key, reply)
+            else:
+                leased.extend(reply)
+        return leased
 
     def _lost(self, job: Job, exc: LeaseLostError) -> None:
         if self.hooks.lost(job, lost_reason(exc)):

@@ -1,23 +1,32 @@
 """How a worker takes and finishes jobs: the one place that decides which commands do it.
 
 Both worker runtimes (threads and asyncio) ask this class for commands and only execute
-them, so a new way of fetching (a combined ack-and-next, a multi-queue pop) changes this
-file alone.
+them.
 
-Today: a non-blocking ``ORCA.POP ... COUNT n`` per queue (first queue first) on the shared
-connection; when every queue is empty, one ``ORCA.POP ... BLOCK`` on the worker's own
-blocking connection. With several queues the blocking pop rotates over them with a short
-``BLOCK`` (``poll_ms``), so a job arriving in another queue waits at most that long.
-Finishing is ``ORCA.ACK`` / ``ORCA.NACK``; heartbeats ``ORCA.EXTEND``; a job handed back
-at shutdown is ``ORCA.REENQUEUE <q> <config> <created_at>`` (immediate at its original
-arrival, seed 000's shutdown rule) then ``ORCA.NACK`` of the old lease, which the server
-reports ``superseded`` and drops.
+Fetching: a non-blocking ``ORCA.POP ... COUNT n`` (one queue) or ``ORCA.MPOP ... COUNT n``
+(several: the first queue in argument order that has jobs) on the shared connection; when
+nothing can be handed out, one blocking ``ORCA.POP``/``ORCA.MPOP ... BLOCK`` on the worker's
+own blocking connection (MPOP waits on every queue and is woken by any).
+
+Finishing (:meth:`FetchStrategy.finish`): a slot that may take another job asks for its own
+next job in the same round trip: ``ORCA.ACK ... NEXT`` when the job came from the first
+queue (NEXT takes the next job of the same queue, which for the first queue is what MPOP
+would take too); otherwise ``ORCA.ACK`` / ``ORCA.NACK`` pipelined with a non-blocking pop of
+one job. A failure is a plain ``ORCA.NACK`` (plus that pop), not ``NACK ... NEXT``: the
+server's reply to ``NACK ... NEXT`` is the next job only, and the worker reports the
+failed job's outcome (retry, dead, superseded) to ``on_failed`` and the log. A slot that
+may not take another job (the worker is stopping, or ``ack_next=False``) finishes with a
+plain ACK / NACK.
+
+Heartbeats are ``ORCA.EXTEND``; a job handed back at shutdown is ``ORCA.REENQUEUE <q>
+<config> <created_at>`` (immediate at its original arrival, the design's shutdown rule) then
+``ORCA.NACK`` of the old lease, which the server reports ``superseded`` and drops.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Optional
+from typing import Any, Optional
 
 from . import protocol as P
 from .types import Job, NackOutcome
@@ -33,9 +42,9 @@ class FetchStrategy:
         *,
         lease_ms: int,
         block_ms: int,
-        poll_ms: int = 500,
         result_ttl_ms: Optional[int] = None,
         nack_delay_ms: Optional[int] = None,
+        ack_next: bool = True,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -45,24 +54,40 @@ class FetchStrategy:
             raise ValueError("block_ms must be > 0 (the worker must wake up to notice a stop)")
         self.queues = list(queues)
         self.lease_ms = lease_ms
-        self.block_ms = block_ms if len(self.queues) == 1 else min(block_ms, poll_ms)
+        self.block_ms = block_ms
         self.result_ttl_ms = result_ttl_ms
         self.nack_delay_ms = nack_delay_ms
-        self._turn = 0
+        self.ack_next = ack_next
 
-    def quick(self, queue: str, want: int) -> P.Command[list[Job]]:
-        """A non-blocking pop of up to ``want`` jobs from ``queue``."""
-        return P.pop_many(queue, min(want, MAX_POP_COUNT), self.lease_ms, None)
+    @property
+    def several(self) -> bool:
+        return len(self.queues) > 1
+
+    def quick(self, want: int) -> P.Command[list[Job]]:
+        """A non-blocking pop of up to ``want`` jobs (from the first queue that has any)."""
+        n = min(want, MAX_POP_COUNT)
+        if self.several:
+            return P.mpop_many(self.queues, n, self.lease_ms, None)
+        return P.pop_many(self.queues[0], n, self.lease_ms, None)
 
     def blocking(self, want: int) -> P.Command[list[Job]]:
-        """The blocking pop to issue when every queue was empty (rotating over queues)."""
-        queue = self.queues[self._turn % len(self.queues)]
-        self._turn += 1
-        return P.pop_many(queue, min(want, MAX_POP_COUNT), self.lease_ms, self.block_ms)
+        """The blocking pop to issue when nothing could be handed out (on every queue)."""
+        n = min(want, MAX_POP_COUNT)
+        if self.several:
+            return P.mpop_many(self.queues, n, self.lease_ms, self.block_ms)
+        return P.pop_many(self.queues[0], n, self.lease_ms, self.block_ms)
+
+    def chains(self, job: Job) -> bool:
+        """Whether ``ACK ... NEXT`` gives this job's slot the job a pop would: NEXT takes
+        from the job's own queue, so only for the first queue (argument order)."""
+        return self.ack_next and job.queue == self.queues[0]
 
     def ack(self, job: Job, result: Optional[bytes]) -> P.Command[None]:
-        return P.ack(
-            _queue(job), job.key, _lease(job), result, self.result_ttl_ms if result else None
+        return P.ack(_queue(job), job.key, _lease(job), result, self._ttl(result))
+
+    def ack_then_next(self, job: Job, result: Optional[bytes]) -> P.Command[Optional[Job]]:
+        return P.ack_next(
+            _queue(job), job.key, _lease(job), result, self._ttl(result), lease_ms=self.lease_ms
         )
 
     def nack(self, job: Job) -> P.Command[NackOutcome]:
@@ -70,6 +95,19 @@ class FetchStrategy:
 
     def extend(self, job: Job) -> P.Command[int]:
         return P.extend(_queue(job), job.key, _lease(job), self.lease_ms)
+
+    def finish(
+        self, job: Job, result: Optional[bytes], failed: bool, take_next: bool
+    ) -> list[P.Command[Any]]:
+        """The commands that finish a delivery (to send in one round trip, in order). The
+        first one's reply is None (ACK), a :class:`NackOutcome` (NACK) or the next job or
+        None (ACK ... NEXT); a second one, if any, is a pop of one job for the same slot.
+        ``take_next``: the slot may take another job now."""
+        take_next = take_next and self.ack_next
+        if not failed and take_next and self.chains(job):
+            return [self.ack_then_next(job, result)]
+        first: P.Command[Any] = self.nack(job) if failed else self.ack(job, result)
+        return [first, self.quick(1)] if take_next else [first]
 
     def hand_back(self, job: Job) -> list[P.Command[object]]:
         """Commands that give a running job back at shutdown (to pipeline, in order)."""
@@ -79,6 +117,9 @@ class FetchStrategy:
             P.reenqueue(_queue(job), job.payload, job.created_at),  # type: ignore[list-item]
             P.nack(_queue(job), job.key, _lease(job), 0),  # type: ignore[list-item]
         ]
+
+    def _ttl(self, result: Optional[bytes]) -> Optional[int]:
+        return self.result_ttl_ms if result else None
 
 
 def _queue(job: Job) -> str:

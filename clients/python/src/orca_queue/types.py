@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 
 def text(value: Any) -> str:
@@ -64,7 +64,11 @@ class Job:
     ENQUEUE/IMMEDIATE/REENQUEUE/MOVE, which do not echo it); ``config`` is that payload
     parsed as JSON. ``lease``/``deadline``/``attempt`` are set for a popped job,
     ``state``/``position``/``leases``/``retry_at``/``died_at``/``cause`` by the inspection
-    commands, ``created`` by the write replies. ``queue`` names the queue it came from.
+    commands, ``created`` (and ``delay``, the automatic delay given, when the queue has
+    one) by the write replies. ``state`` is ``queued``, ``held``, ``delayed``, ``leased``
+    or ``dead``; a held job names its ``gate``; ``capped`` is True for a queued job that
+    waits only because its collation is at the queue's running cap. ``queue`` names the
+    queue it came from (the ``queue`` field of ORCA.MPOP, or the queue it was popped from).
 
     ``abandoned`` is set by a :class:`~orca_queue.Worker` when this delivery's result will
     be dropped (its lease was lost, the job was cancelled, or it was handed back at
@@ -89,6 +93,9 @@ class Job:
     died_at: Optional[int] = None
     cause: Optional[str] = None
     leases: list[LeaseInfo] = field(default_factory=list)
+    gate: Optional[str] = None
+    capped: Optional[bool] = None
+    delay: Optional[int] = None
     queue: Optional[str] = None
     abandoned: Optional[str] = field(default=None, compare=False)
     _config: Any = field(default=None, repr=False, compare=False)
@@ -112,6 +119,7 @@ class Job:
             for g in (fields(x) for x in (f.get("leases") or []))
         ]
         created = f.get("created")
+        capped = f.get("capped")
         return cls(
             key=text(f["key"]),
             attempts=int(f.get("attempts") or 0),
@@ -131,15 +139,28 @@ class Job:
             died_at=_int(f.get("died_at")),
             cause=_opt_text(f.get("cause")),
             leases=leases,
-            queue=queue,
+            gate=_opt_text(f.get("gate")),
+            capped=None if capped is None else bool(int(capped)),
+            delay=_int(f.get("delay")),
+            queue=_opt_text(f.get("queue")) or queue,
         )
 
 
 def jobs_from_reply(reply: Any, queue: Optional[str] = None) -> list[Job]:
-    """An array of job replies (POP with COUNT, LIST, DEAD LIST); nil is empty."""
+    """An array of job replies (POP/MPOP with COUNT, LIST, DEAD LIST); nil is empty."""
     if reply is None:
         return []
     return [Job.from_reply(x, queue) for x in reply]
+
+
+def opt_job(reply: Any, queue: Optional[str] = None) -> Optional[Job]:
+    """One job reply or nil (POP, MPOP, ACK/NACK ... NEXT, STATUS)."""
+    return None if reply is None else Job.from_reply(reply, queue)
+
+
+def counts(reply: Any) -> dict[str, int]:
+    """A name -> count map (``gates`` and ``running`` of ORCA.STATS)."""
+    return {k: int(v) for k, v in fields(reply).items()}
 
 
 @dataclass
@@ -172,8 +193,74 @@ class WaitStats:
 
 
 @dataclass
+class AutoDelay:
+    """Automatic delay by submission rate (``ORCA.SETTINGS ... AUTODELAY``): a new
+    collation job is delayed by ``step_ms`` x (the jobs its collation submitted in the
+    ``window_ms`` before it), at most ``cap_ms`` (0 = no cap). ``window_ms`` 0 is off."""
+
+    window_ms: int
+    step_ms: int
+    cap_ms: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.window_ms > 0
+
+
+AutoDelayArg = Union[AutoDelay, tuple[int, int], tuple[int, int, int]]
+
+
+@dataclass
+class QueueSettings:
+    """A queue's own settings (ORCA.SETTINGS, and ``settings`` of ORCA.STATS), with its
+    size: ``jobs`` queued, ``held`` behind closed gates, ``collations``.
+
+    ``lifetime_ms``: a waiting job not handed out this long after its release time becomes
+    a dead letter (0 = never). ``max_running``: the running cap per collation (0 = none).
+    ``dead_max`` / ``dead_ttl_ms``: bounds of the dead-letter list (0 = none).
+    ``result_max``: most kept ACK results (0 = no bound)."""
+
+    order: str
+    jobs: int
+    collations: int
+    held: int = 0
+    lifetime_ms: int = 0
+    autodelay: AutoDelay = field(default_factory=lambda: AutoDelay(0, 0, 0))
+    max_running: int = 0
+    dead_max: int = 0
+    dead_ttl_ms: int = 0
+    result_max: int = 0
+
+    @classmethod
+    def from_reply(
+        cls, reply: Any, *, jobs: int = 0, held: int = 0, collations: int = 0
+    ) -> QueueSettings:
+        """``jobs``/``held``/``collations`` fill in what the reply lacks (the ``settings`` map
+        of ORCA.STATS has only the settings; ORCA.STATS counts them itself)."""
+        f = fields(reply)
+        return cls(
+            order=text(f["order"]),
+            jobs=int(f.get("jobs", jobs)),
+            collations=int(f.get("collations", collations)),
+            held=int(f.get("held", held)),
+            lifetime_ms=int(f.get("lifetime") or 0),
+            autodelay=AutoDelay(
+                int(f.get("autodelay_window") or 0),
+                int(f.get("autodelay_step") or 0),
+                int(f.get("autodelay_cap") or 0),
+            ),
+            max_running=int(f.get("maxrunning") or 0),
+            dead_max=int(f.get("deadmax") or 0),
+            dead_ttl_ms=int(f.get("deadttl") or 0),
+            result_max=int(f.get("resultmax") or 0),
+        )
+
+
+@dataclass
 class QueueStats:
-    """ORCA.STATS: counts by state and wait-time statistics."""
+    """ORCA.STATS: counts by state, closed gates (gate -> held jobs), the collations with
+    leased jobs (collation -> leased jobs, the 100 busiest), the queue's settings and
+    wait-time statistics."""
 
     order: str
     queued: int
@@ -185,48 +272,54 @@ class QueueStats:
     immediate: int
     wait_all: WaitStats
     wait_released: WaitStats
+    held: int = 0
+    gates: dict[str, int] = field(default_factory=dict)
+    running: dict[str, int] = field(default_factory=dict)
+    settings: Optional[QueueSettings] = None
 
     @classmethod
     def from_reply(cls, reply: Any) -> QueueStats:
         f = fields(reply)
+        queued, held, collations = int(f["queued"]), int(f.get("held") or 0), int(f["collations"])
+        settings = f.get("settings")
         return cls(
             order=text(f["order"]),
-            queued=int(f["queued"]),
+            queued=queued,
             delayed=int(f["delayed"]),
             leased=int(f["leased"]),
             dead=int(f["dead"]),
             results=int(f["results"]),
-            collations=int(f["collations"]),
+            collations=collations,
             immediate=int(f["immediate"]),
             wait_all=WaitStats.from_reply(f["wait_all"]),
             wait_released=WaitStats.from_reply(f["wait_released"]),
+            held=held,
+            gates=counts(f.get("gates") or []),
+            running=counts(f.get("running") or []),
+            settings=None
+            if settings is None
+            else QueueSettings.from_reply(settings, jobs=queued, held=held, collations=collations),
         )
 
 
 @dataclass
-class QueueSettings:
-    """ORCA.SETTINGS: the collation order and the queue's size."""
-
-    order: str
-    jobs: int
-    collations: int
-
-    @classmethod
-    def from_reply(cls, reply: Any) -> QueueSettings:
-        f = fields(reply)
-        return cls(text(f["order"]), int(f["jobs"]), int(f["collations"]))
-
-
-@dataclass
 class TickReport:
-    """ORCA.TICK: how many time-driven changes were applied."""
+    """ORCA.TICK: how many time-driven changes were applied (``lifetime``: waiting jobs
+    whose lifetime ran out; they are counted in ``died`` too)."""
 
     died: int
     expired: int
     forgotten: int
     retried: int
+    lifetime: int = 0
 
     @classmethod
     def from_reply(cls, reply: Any) -> TickReport:
         f = fields(reply)
-        return cls(int(f["died"]), int(f["expired"]), int(f["forgotten"]), int(f["retried"]))
+        return cls(
+            int(f["died"]),
+            int(f["expired"]),
+            int(f["forgotten"]),
+            int(f["retried"]),
+            int(f.get("lifetime") or 0),
+        )

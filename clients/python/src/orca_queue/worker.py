@@ -6,9 +6,13 @@ exception, keeps leases alive with heartbeats, and on SIGTERM/SIGINT (or ``stop(
 taking jobs, lets running ones finish within ``grace_ms`` and hands the rest back.
 
 Threads: the caller's (``run()``: waits for a stop, then shuts down), one fetcher (pops on
-the shared client, and blocking pops on a connection of its own), one heartbeat thread and
-``concurrency`` handler threads (daemons: a handler still stuck after the grace period
-does not keep the process alive; its job has been handed back and its result is dropped).
+the shared client for free slots, and blocking pops on a connection of its own), one
+heartbeat thread and ``concurrency`` handler threads. A handler thread that finishes a job
+takes its slot's next job in the same round trip (``ORCA.ACK ... NEXT``, see
+:mod:`orca_queue.strategy`) and runs it itself, so a busy worker sends one command per job;
+the fetcher only fills slots left free. Handler threads are daemons: a handler still stuck
+after the grace period does not keep the process alive (its job has been handed back and
+its result is dropped).
 """
 
 from __future__ import annotations
@@ -26,10 +30,10 @@ from redis.exceptions import ConnectionError, RedisError, ResponseError, Timeout
 
 from . import protocol as P
 from .connection import blocking_client
-from .errors import LeaseLostError, map_error
+from .errors import map_error
 from .protocol import execute
 from .queue import Queue
-from .runtime import Running, WorkerBase
+from .runtime import FINISH_WAIT_S, Running, WorkerBase
 from .types import Job
 
 T = TypeVar("T")
@@ -141,9 +145,22 @@ class Worker(WorkerBase):
         self._hand_back(
             [r.job for r in leftovers if r.job.abandoned is None], "handed back at shutdown"
         )
+        # What is left are finishes in flight (ACK ... NEXT): their threads hand back a job
+        # the reply brings, then leave the table.
+        with self._cond:
+            end = time.monotonic() + FINISH_WAIT_S
+            while self._running and time.monotonic() < end:
+                self._cond.wait(0.05)
+            if self._running:
+                self.log.error(
+                    "%d acks still unanswered after %.0fs; a job they lease comes back when "
+                    "its lease expires",
+                    len(self._running),
+                    FINISH_WAIT_S,
+                )
+        self._closed.set()
         for _ in range(self.options.concurrency):
             self._inbox.put(None)
-        self._closed.set()
         beat.join(2)
         if self._blocker is not None:
             self._blocker.close()
@@ -199,11 +216,13 @@ class Worker(WorkerBase):
 
     def _fetch(self, free: int) -> list[Job]:
         jobs: list[Job] = []
-        for name in self.strategy.queues:
-            got: list[Job] = self._run(self.client, self.strategy.quick(name, free - len(jobs)))
+        while len(jobs) < free:
+            got: list[Job] = self._run(self.client, self.strategy.quick(free - len(jobs)))
             jobs.extend(got)
-            if len(jobs) >= free:
-                return jobs
+            # A short pop of one queue means it is empty; MPOP takes from one queue at a
+            # time, so a short MPOP that brought jobs may leave others in the next queues.
+            if not got or not self.strategy.several:
+                break
         if jobs or self._stop.is_set():
             return jobs
         if self._blocker is None:
@@ -248,46 +267,66 @@ class Worker(WorkerBase):
             r = self._inbox.get()
             if r is None:
                 return
-            value: Any = None
-            error: Optional[BaseException] = None
-            try:
-                value = self.handler(r.job)
-            except Exception as e:
-                error = e
-            self._finish(r, value, error)
+            while r is not None:
+                value: Any = None
+                error: Optional[BaseException] = None
+                try:
+                    value = self.handler(r.job)
+                except Exception as e:
+                    error = e
+                r = self._finish(r, value, error)  # the slot's next job, if it took one
 
-    def _finish(self, r: Running, value: Any, error: Optional[BaseException]) -> None:
+    def _execute(self, cmds: list[P.Command[Any]]) -> list[Any]:
+        """One command, or several pipelined (one round trip): each parsed reply, or the
+        Orca error it got. A connection error raises."""
+        if len(cmds) == 1:
+            try:
+                return [self._run(self.client, cmds[0])]
+            except ResponseError as e:
+                return [map_error(e)]
+        return P.parse_pipeline(cmds, self._pipeline(cmds))
+
+    def _finish(self, r: Running, value: Any, error: Optional[BaseException]) -> Optional[Running]:
+        """Acks or nacks ``r``; returns the slot's next job (registered) when one was taken."""
         job = r.job
         with self._cond:
             claimed = not r.finished
             r.finished = True
+            take_next = not self._stop.is_set()
+        leased: list[Job] = []
         try:
             if not claimed or job.abandoned is not None:
                 self.log.info("job %s: result dropped (%s)", job.key, job.abandoned)
-                return
-            result, error = self._encode(value, error)
-            if error is None:
-                self._run(self.client, self.strategy.ack(job, result))
-                self._count("completed")
-                self.hooks.completed(job, value)
-            else:
-                outcome = self._run(self.client, self.strategy.nack(job))
-                self._count("failed")
-                self.hooks.failed(job, error, outcome)
-        except LeaseLostError as e:
-            self._lost(job, e)
-        except RedisError as e:
-            self.log.error(
-                "job %s: could not %s (%s); its lease will expire and it comes back",
-                job.key,
-                "ack" if error is None else "nack",
-                e,
-            )
+                return None
+            cmds, error = self._finish_commands(job, value, error, take_next)
+            try:
+                replies = self._execute(cmds)
+            except RedisError as e:
+                replies = [e]
+            leased = self._after_finish(job, value, error, replies)
+            return self._take(leased)
         finally:
             with self._cond:
                 if claimed:
                     self._running.pop(_token(job), None)
                 self._cond.notify_all()
+
+    def _take(self, leased: list[Job]) -> Optional[Running]:
+        """Registers the job leased for a slot that just finished (at most one), or hands it
+        back if the worker is stopping (before the finished job leaves the table, so the
+        shutdown waits for it)."""
+        if not leased:
+            return None
+        with self._cond:
+            if not self._stop.is_set():
+                runs = [Running(job) for job in leased]
+                for run in runs:
+                    self._running[_token(run.job)] = run
+                for extra in runs[1:]:  # never more than one, but never lose one either
+                    self._inbox.put(extra)
+                return runs[0]
+        self._hand_back(leased, "leased by NEXT while stopping, handed back")
+        return None
 
     # -- heartbeats -------------------------------------------------------------------------
     def _beat_loop(self) -> None:

@@ -2,7 +2,7 @@
 as the sync API, awaitable)."""
 
 from ..connection import async_blocking_client as blocking_client
-from .queue import Queue
+from .queue import Queue, mpop, mpop_many
 from .worker import Worker
 
-__all__ = ["Queue", "Worker", "blocking_client"]
+__all__ = ["Queue", "Worker", "blocking_client", "mpop", "mpop_many"]

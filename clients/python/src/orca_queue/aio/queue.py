@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, TypeVar
 
 import redis.asyncio
@@ -15,8 +15,8 @@ from ..connection import check_block_timeout
 from ..errors import OrcaError, map_error
 from ..keys import Config
 from ..protocol import execute
-from ..queue import Filter
-from ..types import Job, NackOutcome, QueueSettings, QueueStats, TickReport
+from ..queue import Filter, _one_client
+from ..types import AutoDelayArg, Job, NackOutcome, QueueSettings, QueueStats, TickReport
 
 T = TypeVar("T")
 
@@ -75,17 +75,32 @@ class Queue:
         return await self._run(P.status(self.name, key))
 
     async def list_page(
-        self, offset: int = 0, limit: int = 100, filter: Filter = None
+        self,
+        offset: int = 0,
+        limit: int = 100,
+        filter: Filter = None,
+        *,
+        state: str | None = None,
+        gate: str | None = None,
     ) -> builtins.list[Job]:
-        return await self._run(P.list_page(self.name, offset, limit, P.filter_pair(filter)))
+        pair = P.filter_pair(filter)
+        return await self._run(P.list_page(self.name, offset, limit, pair, state=state, gate=gate))
 
     async def list(
-        self, filter: Filter = None, *, page_size: int = 100, offset: int = 0
+        self,
+        filter: Filter = None,
+        *,
+        page_size: int = 100,
+        offset: int = 0,
+        state: str | None = None,
+        gate: str | None = None,
     ) -> AsyncIterator[Job]:
-        """Every queued job in pop order, page by page (``async for``)."""
+        """Every job of the listing, page by page (``async for``)."""
         pair = P.filter_pair(filter)
         while True:
-            page = await self._run(P.list_page(self.name, offset, page_size, pair))
+            page = await self._run(
+                P.list_page(self.name, offset, page_size, pair, state=state, gate=gate)
+            )
             for job in page:
                 yield job
             if len(page) < page_size:
@@ -101,8 +116,39 @@ class Queue:
     async def check(self) -> None:
         await self._run(P.check(self.name))
 
-    async def settings(self, order: str | None = None) -> QueueSettings:
-        return await self._run(P.settings(self.name, order))
+    async def settings(
+        self,
+        order: str | None = None,
+        *,
+        lifetime_ms: int | None = None,
+        autodelay: AutoDelayArg | None = None,
+        max_running: int | None = None,
+        dead_max: int | None = None,
+        dead_ttl_ms: int | None = None,
+        result_max: int | None = None,
+    ) -> QueueSettings:
+        """ORCA.SETTINGS (see :meth:`orca_queue.Queue.settings`)."""
+        return await self._run(
+            P.settings(
+                self.name,
+                order,
+                lifetime_ms=lifetime_ms,
+                autodelay=autodelay,
+                max_running=max_running,
+                dead_max=dead_max,
+                dead_ttl_ms=dead_ttl_ms,
+                result_max=result_max,
+            )
+        )
+
+    async def close_gate(self, gate: str) -> bool:
+        return await self._run(P.gate_close(self.name, gate))
+
+    async def open_gate(self, gate: str) -> int:
+        return await self._run(P.gate_open(self.name, gate))
+
+    async def drop_gate(self, gate: str) -> builtins.list[Any]:
+        return await self._run(P.gate_drop(self.name, gate))
 
     async def tick(self) -> TickReport:
         return await self._run(P.tick(self.name))
@@ -153,12 +199,59 @@ class Queue:
         key, token = P.job_and_lease(job, lease)
         await self._run(P.ack(self.name, key, token, P.encode_result(result), ttl_ms))
 
+    async def ack_next(
+        self,
+        job: Job | str,
+        lease: str | None = None,
+        *,
+        result: Any = None,
+        ttl_ms: int | None = None,
+        lease_ms: int | None = None,
+    ) -> Job | None:
+        """ORCA.ACK ... NEXT (see :meth:`orca_queue.Queue.ack_next`)."""
+        key, token = P.job_and_lease(job, lease)
+        return await self._run(
+            P.ack_next(self.name, key, token, P.encode_result(result), ttl_ms, lease_ms=lease_ms)
+        )
+
     async def nack(
         self, job: Job | str, lease: str | None = None, *, delay_ms: int | None = None
     ) -> NackOutcome:
         key, token = P.job_and_lease(job, lease)
         return await self._run(P.nack(self.name, key, token, delay_ms))
 
+    async def nack_next(
+        self,
+        job: Job | str,
+        lease: str | None = None,
+        *,
+        delay_ms: int | None = None,
+        lease_ms: int | None = None,
+    ) -> Job | None:
+        """ORCA.NACK ... NEXT (see :meth:`orca_queue.Queue.nack_next`)."""
+        key, token = P.job_and_lease(job, lease)
+        return await self._run(P.nack_next(self.name, key, token, delay_ms, lease_ms=lease_ms))
+
     async def extend(self, job: Job | str, lease: str | None = None, *, ms: int) -> int:
         key, token = P.job_and_lease(job, lease)
         return await self._run(P.extend(self.name, key, token, ms))
+
+
+async def mpop(
+    queues: Sequence[Queue], *, lease_ms: int | None = None, block_ms: int | None = None
+) -> Job | None:
+    """ORCA.MPOP (see :func:`orca_queue.mpop`)."""
+    client = _one_client(queues)
+    if block_ms is not None:
+        check_block_timeout(client.connection_pool.connection_kwargs, block_ms)
+    return await queues[0]._run(P.mpop([q.name for q in queues], lease_ms, block_ms))
+
+
+async def mpop_many(
+    queues: Sequence[Queue], count: int, *, lease_ms: int | None = None, block_ms: int | None = None
+) -> builtins.list[Job]:
+    """ORCA.MPOP ... COUNT n (see :func:`orca_queue.mpop_many`)."""
+    client = _one_client(queues)
+    if block_ms is not None:
+        check_block_timeout(client.connection_pool.connection_kwargs, block_ms)
+    return await queues[0]._run(P.mpop_many([q.name for q in queues], count, lease_ms, block_ms))

@@ -1,9 +1,11 @@
 """The asyncio worker runtime: :class:`orca_queue.Worker`'s behaviour on one event loop.
 
 ``await Worker(queue, handler, concurrency=8).run()``: ``handler`` is an ``async def`` (run as
-a task per job) or a plain function (run in a thread with ``asyncio.to_thread``). At a stop
-(``stop()``, ``await close()``, SIGTERM/SIGINT) it stops taking jobs, waits up to
-``grace_ms`` for running handlers, hands the rest back and cancels their tasks.
+a task per slot: a task that finishes a job takes the slot's next one in the same round trip,
+``ORCA.ACK ... NEXT``, and runs it) or a plain function (run in a thread with
+``asyncio.to_thread``). At a stop (``stop()``, ``await close()``, SIGTERM/SIGINT) it stops
+taking jobs, waits up to ``grace_ms`` for running handlers, hands the rest back and cancels
+their tasks.
 """
 
 from __future__ import annotations
@@ -22,13 +24,20 @@ from redis.exceptions import ConnectionError, RedisError, ResponseError, Timeout
 
 from .. import protocol as P
 from ..connection import async_blocking_client
-from ..errors import LeaseLostError, map_error
+from ..errors import map_error
 from ..protocol import execute
-from ..runtime import Running, WorkerBase
+from ..runtime import FINISH_WAIT_S, Running, WorkerBase
 from ..types import Job
 from .queue import Queue
 
 T = TypeVar("T")
+
+
+def _key(job: Job) -> tuple[str, str]:
+    """Lease tokens are unique within a queue."""
+    return (job.queue or "", job.lease or "")
+
+
 Handler = Callable[[Job], Any] | Callable[[Job], Awaitable[Any]]
 
 
@@ -110,12 +119,25 @@ class Worker(WorkerBase):
         leftovers = [(r, t) for r, t in self._running.values() if not r.finished]
         for r, _ in leftovers:
             r.finished = True
-        self._running.clear()
+            del self._running[_key(r.job)]
         await self._hand_back(
             [r.job for r, _ in leftovers if r.job.abandoned is None], "handed back at shutdown"
         )
         for _, task in leftovers:
             task.cancel()
+        # What is left are finishes in flight (ACK ... NEXT): their tasks hand back a job the
+        # reply brings, then leave the table.
+        end = time.monotonic() + FINISH_WAIT_S
+        while self._running and time.monotonic() < end:
+            await self._wait_changed(end - time.monotonic())
+        if self._running:
+            self.log.error(
+                "%d acks still unanswered after %.0fs; a job they lease comes back when its "
+                "lease expires",
+                len(self._running),
+                FINISH_WAIT_S,
+            )
+        self._running.clear()
         beat.cancel()
         await asyncio.gather(beat, *(t for _, t in leftovers), return_exceptions=True)
         if self._blocker is not None:
@@ -168,13 +190,12 @@ class Worker(WorkerBase):
 
     async def _fetch(self, free: int) -> list[Job]:
         jobs: list[Job] = []
-        for name in self.strategy.queues:
-            got: list[Job] = await self._run(
-                self.client, self.strategy.quick(name, free - len(jobs))
-            )
+        while len(jobs) < free:
+            got: list[Job] = await self._run(self.client, self.strategy.quick(free - len(jobs)))
             jobs.extend(got)
-            if len(jobs) >= free:
-                return jobs
+            # A short MPOP that brought jobs may leave some in the next queues.
+            if not got or not self.strategy.several:
+                break
         if jobs or self._stopping:
             return jobs
         if self._blocker is None:
@@ -209,10 +230,7 @@ class Worker(WorkerBase):
                 return
             for job in jobs:
                 r = Running(job)
-                self._running[(job.queue or "", job.lease or "")] = (
-                    r,
-                    asyncio.create_task(self._handle(r)),
-                )
+                self._running[_key(job)] = (r, asyncio.create_task(self._handle(r)))
 
     # -- handling -------------------------------------------------------------------------
     async def _call_handler(self, job: Job) -> Any:
@@ -223,46 +241,59 @@ class Worker(WorkerBase):
             value = await value
         return value
 
-    async def _handle(self, r: Running) -> None:
-        value: Any = None
-        error: BaseException | None = None
-        try:
-            value = await self._call_handler(r.job)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            error = e
-        await self._finish(r, value, error)
+    async def _handle(self, first: Running) -> None:
+        r: Running | None = first
+        while r is not None:
+            value: Any = None
+            error: BaseException | None = None
+            try:
+                value = await self._call_handler(r.job)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                error = e
+            r = await self._finish(r, value, error)  # the slot's next job, if it took one
 
-    async def _finish(self, r: Running, value: Any, error: BaseException | None) -> None:
+    async def _execute(self, cmds: list[P.Command[Any]]) -> list[Any]:
+        """One command, or several pipelined: each parsed reply or its Orca error."""
+        if len(cmds) == 1:
+            try:
+                return [await self._run(self.client, cmds[0])]
+            except ResponseError as e:
+                return [map_error(e)]
+        return P.parse_pipeline(cmds, await self._pipeline(cmds))
+
+    async def _finish(self, r: Running, value: Any, error: BaseException | None) -> Running | None:
         job = r.job
         claimed = not r.finished
         r.finished = True
         try:
             if not claimed or job.abandoned is not None:
                 self.log.info("job %s: result dropped (%s)", job.key, job.abandoned)
-                return
-            result, error = self._encode(value, error)
-            if error is None:
-                await self._run(self.client, self.strategy.ack(job, result))
-                self._count("completed")
-                self.hooks.completed(job, value)
-            else:
-                outcome = await self._run(self.client, self.strategy.nack(job))
-                self._count("failed")
-                self.hooks.failed(job, error, outcome)
-        except LeaseLostError as e:
-            self._lost(job, e)
-        except RedisError as e:
-            self.log.error(
-                "job %s: could not %s (%s); its lease will expire and it comes back",
-                job.key,
-                "ack" if error is None else "nack",
-                e,
-            )
+                return None
+            cmds, error = self._finish_commands(job, value, error, not self._stopping)
+            try:
+                replies = await self._execute(cmds)
+            except (RedisError, OSError) as e:
+                replies = [e]
+            leased = self._after_finish(job, value, error, replies)
+            if not leased:
+                return None
+            if self._stopping:
+                # Handed back before this job leaves the table, so the shutdown waits.
+                await self._hand_back(leased, "leased by NEXT while stopping, handed back")
+                return None
+            task = asyncio.current_task()
+            assert task is not None
+            runs = [Running(j) for j in leased]
+            for run in runs:
+                self._running[_key(run.job)] = (run, task)
+            for extra in runs[1:]:  # never more than one, but never lose one either
+                self._running[_key(extra.job)] = (extra, asyncio.create_task(self._handle(extra)))
+            return runs[0]
         finally:
             if claimed:
-                self._running.pop((job.queue or "", job.lease or ""), None)
+                self._running.pop(_key(job), None)
             if self._changed is not None:
                 self._changed.set()
 

@@ -1,0 +1,90 @@
+/** ORCA.ACK/NACK ... NEXT and ORCA.MPOP through the Queue API. */
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+
+import { LeaseLostError, Queue, blockingConnection, mpop, mpopMany } from "../src";
+import { cfg, fileServer, qname } from "./server";
+
+const ctx = fileServer();
+
+describe("NEXT and MPOP", () => {
+  it("ackNext acks and leases the next job", async () => {
+    const q = new Queue(ctx.r, qname());
+    const keys: string[] = [];
+    for (let i = 0; i < 3; i++) keys.push((await q.enqueue(cfg(`k${i}`, { priority: i }))).key);
+    const job = (await q.pop({ leaseMs: 60_000 }))!;
+    assert.equal(job.key, keys[0]);
+    const next = (await q.ackNext(job, { result: { score: 1 }, leaseMs: 30_000 }))!;
+    assert.deepEqual([next.key, next.queue, next.attempt], [keys[1], q.name, 1]);
+    assert.ok(next.lease && next.deadline! - next.createdAt >= 30_000);
+    assert.equal((await q.result(job.key))?.toString(), '{"score":1}');
+    assert.equal((await q.status(next.key))?.state, "leased");
+    const last = (await q.ackNext(next))!;
+    assert.equal(last.key, keys[2]);
+    assert.equal(await q.ackNext(last), null);
+    assert.equal((await q.stats()).leased, 0);
+  });
+
+  it("ackNext on a stale lease hands out nothing", async () => {
+    const q = new Queue(ctx.r, qname());
+    await q.enqueue(cfg("a"));
+    await q.enqueue(cfg("b", { priority: 10 }));
+    const job = (await q.pop({ leaseMs: 60_000 }))!;
+    await q.ack(job);
+    await assert.rejects(q.ackNext(job), LeaseLostError);
+    assert.equal(await q.len(), 1);
+    assert.equal((await q.stats()).leased, 0);
+  });
+
+  it("nackNext fails the job and leases the next", async () => {
+    const q = new Queue(ctx.r, qname());
+    await q.enqueue(cfg("fails"));
+    const second = await q.enqueue(cfg("next", { priority: 10 }));
+    const job = (await q.pop({ leaseMs: 60_000 }))!;
+    const next = (await q.nackNext(job, { delayMs: 60_000, leaseMs: 10_000 }))!;
+    assert.deepEqual([next.key, next.queue], [second.key, q.name]);
+    assert.equal((await q.status(job.key))?.state, "delayed");
+    assert.equal(await q.nackNext(next, { delayMs: 60_000 }), null);
+  });
+
+  it("mpop takes from the first queue with jobs", async () => {
+    const n = qname();
+    const [qa, qb, qc] = ["a", "b", "c"].map((x) => new Queue(ctx.r, `{${n}}:${x}`)) as [Queue, Queue, Queue];
+    assert.equal(await mpop([qa, qb, qc], { leaseMs: 1000 }), null);
+    assert.deepEqual(await mpopMany([qa, qb], 3), []);
+    await qc.enqueue(cfg("c1"));
+    await qb.enqueue(cfg("b1"));
+    await qb.enqueue(cfg("b2", { priority: 5 }));
+    const job = (await mpop([qa, qb, qc], { leaseMs: 60_000 }))!;
+    assert.deepEqual([job.queue, (job.config as { key: string }).key], [qb.name, "b1"]);
+    let many = await mpopMany([qa, qb, qc], 5, { leaseMs: 60_000 });
+    assert.deepEqual(
+      many.map((j) => [j.queue, (j.config as { key: string }).key]),
+      [[qb.name, "b2"]],
+    );
+    many = await mpopMany([qa, qb, qc], 5, { leaseMs: 60_000 });
+    assert.deepEqual(
+      many.map((j) => j.queue),
+      [qc.name],
+    );
+    await qb.ack(job);
+    assert.throws(() => mpop([qa, new Queue(ctx.server.client({ lazyConnect: true }), "x")]), RangeError);
+    assert.throws(() => mpop([]), RangeError);
+  });
+
+  it("a blocking mpop needs a blocking connection, and wakes on any queue", async () => {
+    const n = qname();
+    assert.throws(() => mpop([new Queue(ctx.r, n)], { blockMs: 1000 }), /connection of its own/);
+    assert.throws(() => new Queue(ctx.r, n).pop({ blockMs: 1000 }), /connection of its own/);
+    const blocker = blockingConnection(ctx.r);
+    const queues = [0, 1, 2].map((i) => new Queue(blocker, `${n}-${i}`));
+    const waiting = mpop(queues, { leaseMs: 60_000, blockMs: 10_000 });
+    await new Promise((res) => setTimeout(res, 300));
+    const t0 = Date.now();
+    await new Queue(ctx.r, `${n}-2`).enqueue(cfg("late"));
+    const job = (await waiting)!;
+    assert.ok(Date.now() - t0 < 2000);
+    assert.equal(job.queue, `${n}-2`);
+    blocker.disconnect();
+  });
+});

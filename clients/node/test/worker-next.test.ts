@@ -1,0 +1,178 @@
+/**
+ * The worker with ACK ... NEXT and ORCA.MPOP, each test on a server of its own so that INFO
+ * commandstats counts exactly this worker's commands.
+ */
+import assert from "node:assert/strict";
+import { after, describe, it } from "node:test";
+
+import { Job, Queue, Worker, WorkerOptions } from "../src";
+import { Server, calls, cfg, waitFor } from "./server";
+
+const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+const cleanup: (() => void | Promise<void>)[] = [];
+after(async () => {
+  for (const f of cleanup) await f(); // workers first (unshifted), then clients and servers
+});
+const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
+
+async function own() {
+  const server = await Server.start();
+  const r = server.client();
+  cleanup.push(() => {
+    r.disconnect();
+    server.stop();
+  });
+  return { server, r };
+}
+
+function start(q: Queue | Queue[], handler: (job: Job) => unknown, opts: WorkerOptions = {}): Worker {
+  const w = new Worker(q, handler, { handleSignals: false, logger: quiet, ...opts });
+  cleanup.unshift(() => w.close({ graceMs: 0 }));
+  return w;
+}
+
+const JOBS = 200;
+
+async function runAll(
+  opts: WorkerOptions,
+  handler: (job: Job) => unknown = (job) => ({ ok: job.key.length }),
+) {
+  const { r } = await own();
+  const q = new Queue(r, "cycle");
+  await q.enqueueMany(Array.from({ length: JOBS }, (_, i) => cfg(`k${i}`)));
+  await r.config("RESETSTAT");
+  const w = start(q, handler, { leaseMs: 60_000, ...opts });
+  await waitFor(() => w.counts.completed === JOBS);
+  await w.close();
+  return { r, q };
+}
+
+describe("Worker with ACK ... NEXT and MPOP", () => {
+  it("a slot that finishes alone takes its next job with the ACK: one command per job", async () => {
+    const { r, q } = await runAll({ concurrency: 1 });
+    assert.equal(await calls(r, "orca.ack"), JOBS);
+    const pops = await calls(r, "orca.pop");
+    assert.ok(pops <= 3, `${pops} ORCA.POP for ${JOBS} jobs`); // to start, and once the queue ran dry
+    const st = await q.stats();
+    assert.deepEqual([st.queued, st.leased, st.results], [0, 0, JOBS]);
+  });
+
+  it("without ackNext, each freed slot is refilled by a pop", async () => {
+    const { r } = await runAll({ concurrency: 1, ackNext: false });
+    assert.equal(await calls(r, "orca.ack"), JOBS);
+    assert.ok((await calls(r, "orca.pop")) >= JOBS);
+  });
+
+  it("slots that finish together share one pop", async () => {
+    const { r } = await runAll({ concurrency: 16 });
+    const acks = await calls(r, "orca.ack");
+    const pops = await calls(r, "orca.pop");
+    assert.equal(acks, JOBS);
+    assert.ok(pops <= JOBS / 4, `${pops} ORCA.POP for ${JOBS} jobs`);
+  });
+
+  it("serves several queues in order with MPOP and wakes on any, whatever the client's timeout", async () => {
+    const { server } = await own();
+    const c = server.client({ commandTimeout: 200 }); // far below BLOCK
+    cleanup.push(() => c.disconnect());
+    const [qa, qb, qc] = ["a", "b", "c"].map((x) => new Queue(c, `{grading}:${x}`)) as [Queue, Queue, Queue];
+    for (let i = 0; i < 3; i++) await qb.enqueue(cfg(`b${i}`, { priority: i }));
+    for (let i = 0; i < 3; i++) await qa.enqueue(cfg(`a${i}`, { priority: i }));
+    const seen: string[] = [];
+    const errors: unknown[] = [];
+    const w = start(
+      [qa, qb, qc],
+      async (job) => {
+        const key = (job.config as { key: string }).key;
+        seen.push(key);
+        if (key === "b0") await qa.enqueue(cfg("a-late")); // arrives in the first queue while b0 runs
+      },
+      { concurrency: 1, blockMs: 30_000 },
+    );
+    w.on("error", (e: unknown) => errors.push(e));
+    await waitFor(() => seen.length === 7);
+    assert.deepEqual(seen, ["a0", "a1", "a2", "b0", "a-late", "b1", "b2"]);
+    await sleep(300); // now blocked in one ORCA.MPOP over the three queues
+    const admin = server.client();
+    cleanup.push(() => admin.disconnect());
+    await admin.config("RESETSTAT");
+    await sleep(1500); // idle: no polling, no rotation
+    assert.deepEqual([await calls(admin, "orca.pop"), await calls(admin, "orca.mpop")], [0, 0]);
+    const t0 = Date.now();
+    await qc.enqueue(cfg("c0")); // the last queue wakes it
+    await waitFor(() => seen.length === 8);
+    assert.equal(seen[7], "c0");
+    assert.ok(Date.now() - t0 < 1000);
+    await qb.enqueue(cfg("b-late"));
+    await waitFor(() => seen.length === 9);
+    assert.deepEqual(errors, []);
+    await w.close();
+  });
+
+  it("a job leased by NEXT while closing is handed back, not lost", async () => {
+    const { r } = await own();
+    const q = new Queue(r, "stopping");
+    const first = (await q.enqueue(cfg("first"))).key;
+    const second = (await q.enqueue(cfg("second", { priority: 10 }))).key;
+    const createdAt = (await q.status(second))!.createdAt;
+    const handled: string[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((res) => (release = res));
+    const w = start(
+      q,
+      async (job) => {
+        handled.push(job.key);
+        await gate;
+        return "done";
+      },
+      { concurrency: 1, leaseMs: 60_000, graceMs: 10_000 },
+    );
+    await waitFor(() => handled.length === 1);
+    const popped = Number(/orca_popped:(\d+)/.exec(await r.info("orca"))![1]);
+    await r.config("RESETSTAT");
+    // Hold write commands at the server: the ACK ... NEXT waits there while the worker closes,
+    // and its reply then leases "second" to a closing worker.
+    await r.call("CLIENT", "PAUSE", 1500, "WRITE");
+    release();
+    await sleep(400);
+    await w.close();
+    assert.deepEqual(handled, [first]);
+    assert.equal((await q.result(first))?.toString(), '"done"');
+    const st = (await q.status(second))!;
+    assert.deepEqual([st.state, st.immediate, st.createdAt, st.leases], ["queued", true, createdAt, []]);
+    assert.equal(Number(/orca_popped:(\d+)/.exec(await r.info("orca"))![1]), popped + 1); // by the NEXT
+    assert.deepEqual([await calls(r, "orca.ack"), await calls(r, "orca.pop")], [1, 0]);
+    assert.deepEqual(w.counts, { completed: 1, failed: 0, lost: 0, handedBack: 1 });
+  });
+
+  it("never holds more jobs than slots", async () => {
+    const { r } = await own();
+    const q = new Queue(r, "slots");
+    await q.enqueueMany(Array.from({ length: 60 }, (_, i) => cfg(`s${i}`)));
+    const w = start(q, () => sleep(5), { concurrency: 3, leaseMs: 60_000 });
+    let most = 0;
+    while (w.counts.completed < 60) {
+      most = Math.max(most, (await q.stats()).leased);
+      await sleep(2);
+    }
+    assert.ok(most >= 1 && most <= 3, `${most} leased at once`);
+  });
+
+  it("failures keep their outcome and the slot is refilled", async () => {
+    const { r } = await own();
+    const q = new Queue(r, "failing");
+    for (let i = 0; i < 10; i++) await q.enqueue(cfg(`f${i}`, { priority: i }));
+    const outcomes: string[] = [];
+    const w = start(
+      q,
+      () => {
+        throw new Error("broken grader");
+      },
+      { concurrency: 1, nackDelayMs: 600_000 },
+    );
+    w.on("failed", (_j: Job, _e: Error, out: { outcome: string }) => outcomes.push(out.outcome));
+    await waitFor(() => outcomes.length === 10);
+    assert.deepEqual(outcomes, Array(10).fill("retry"));
+    assert.equal((await q.stats()).delayed, 10);
+  });
+});

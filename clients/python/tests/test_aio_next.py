@@ -1,0 +1,138 @@
+"""The asyncio API's new commands and the asyncio worker with ACK ... NEXT and ORCA.MPOP,
+on servers of their own (INFO commandstats counts exactly this worker's commands)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import redis.asyncio
+from conftest import Server, cfg
+
+from orca_queue import Job, JobNotQueuedError
+from orca_queue.aio import Queue, Worker, mpop, mpop_many
+
+
+@pytest.fixture
+async def own() -> AsyncIterator[tuple[Server, redis.asyncio.Redis]]:
+    s = Server()
+    c = redis.asyncio.Redis(port=s.port, protocol=3)
+    yield s, c
+    await c.aclose()
+    s.stop()
+
+
+async def calls(c: redis.asyncio.Redis, command: str) -> int:
+    stats = (await c.info("commandstats")).get(f"cmdstat_{command}", {})
+    return int(stats.get("calls", 0))
+
+
+async def until(cond: Any, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.02)
+
+
+def make(queue: Queue | list[Queue], handler: Any, **kw: Any) -> tuple[Worker, asyncio.Task[None]]:
+    w = Worker(queue, handler, handle_signals=False, **kw)
+    return w, asyncio.create_task(w.run())
+
+
+async def test_queue_next_mpop_gates_settings(own: tuple[Server, redis.asyncio.Redis]) -> None:
+    _, c = own
+    qa, qb = Queue(c, "a"), Queue(c, "b")
+    await qb.enqueue(cfg("b1"))
+    await qb.enqueue(cfg("b2", priority=5))
+    job = await mpop([qa, qb], lease_ms=60_000)
+    assert job is not None and job.queue == "b"
+    nxt = await qb.ack_next(job, result="ok", lease_ms=60_000)
+    assert nxt is not None and nxt.config["key"] == "b2" and nxt.queue == "b"
+    assert await qb.nack_next(nxt, delay_ms=60_000) is None
+    assert await mpop_many([qa, qb], 3) == []
+    assert await qa.close_gate("img")
+    held = await qa.enqueue(cfg("h", gate="img"))
+    assert held.state == "held"
+    with pytest.raises(JobNotQueuedError):
+        await qa.release(held.key)
+    assert [j.key async for j in qa.list(state="held", gate="img")] == [held.key]
+    assert (await qa.stats()).gates == {"img": 1}
+    assert await qa.drop_gate("img") == [cfg("h", gate="img")]
+    s = await qa.settings(max_running=3, lifetime_ms=1000, autodelay=(1000, 10))
+    assert (s.max_running, s.lifetime_ms, s.autodelay.step_ms) == (3, 1000, 10)
+    assert await qa.open_gate("img") == 0
+
+
+async def test_worker_sends_one_command_per_job(own: tuple[Server, redis.asyncio.Redis]) -> None:
+    _, c = own
+    q = Queue(c, "cycle")
+    await q.enqueue_many([cfg(f"k{i}") for i in range(100)])
+    await c.config_resetstat()
+
+    async def handler(job: Job) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return {"k": job.config["key"]}
+
+    w, task = make(q, handler, concurrency=8, lease_ms=60_000)
+    await until(lambda: w.counts["completed"] == 100)
+    await w.close()
+    await task
+    assert await calls(c, "orca.ack") == 100
+    assert await calls(c, "orca.pop") <= 6
+
+
+async def test_worker_serves_queues_in_order_with_mpop(
+    own: tuple[Server, redis.asyncio.Redis],
+) -> None:
+    _, c = own
+    qa, qb = Queue(c, "{g}:a"), Queue(c, "{g}:b")
+    for i in range(2):
+        await qb.enqueue(cfg(f"b{i}", priority=i))
+        await qa.enqueue(cfg(f"a{i}", priority=i))
+    seen: list[str] = []
+    w, task = make([qa, qb], lambda job: seen.append(job.config["key"]), block_ms=30_000)
+    await until(lambda: len(seen) == 4)
+    assert seen == ["a0", "a1", "b0", "b1"]
+    await asyncio.sleep(0.3)
+    await c.config_resetstat()
+    await asyncio.sleep(1.0)
+    assert await calls(c, "orca.mpop") == 0 and await calls(c, "orca.pop") == 0  # blocked
+    t0 = time.monotonic()
+    await qb.enqueue(cfg("b-late"))
+    await until(lambda: len(seen) == 5)
+    assert time.monotonic() - t0 < 1.0
+    await w.close()
+    await task
+
+
+async def test_next_job_during_shutdown_is_handed_back(
+    own: tuple[Server, redis.asyncio.Redis],
+) -> None:
+    _, c = own
+    q = Queue(c, "stopping")
+    first = (await q.enqueue(cfg("first"))).key
+    second = (await q.enqueue(cfg("second", priority=10))).key
+    began, release = asyncio.Event(), asyncio.Event()
+    handled: list[str] = []
+
+    async def handler(job: Job) -> str:
+        handled.append(job.key)
+        began.set()
+        await release.wait()
+        return "done"
+
+    w, task = make(q, handler, lease_ms=60_000, grace_ms=10_000)
+    await asyncio.wait_for(began.wait(), 10)
+    await c.client_pause(1500, all=False)  # the ACK ... NEXT waits at the server
+    release.set()
+    await asyncio.sleep(0.4)
+    await w.close()
+    await task
+    assert handled == [first]
+    st = await q.status(second)
+    assert st is not None and (st.state, st.immediate, st.leases) == ("queued", True, [])
+    assert w.counts["handed_back"] == 1 and w.counts["completed"] == 1
+    assert await q.result(first) == b'"done"'

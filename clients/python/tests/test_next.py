@@ -1,0 +1,97 @@
+"""ORCA.ACK/NACK ... NEXT and ORCA.MPOP through the Queue API, under RESP2 and RESP3."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+from conftest import Server, cfg
+
+from orca_queue import LeaseLostError, Queue, blocking_client, mpop, mpop_many
+
+
+def test_ack_next_acks_and_leases_the_next(r: redis.Redis, qname: str) -> None:
+    q = Queue(r, qname)
+    keys = [q.enqueue(cfg(f"k{i}", priority=i)).key for i in range(3)]
+    job = q.pop(lease_ms=60_000)
+    assert job is not None and job.key == keys[0]
+    nxt = q.ack_next(job, result={"score": 1}, lease_ms=30_000)
+    assert nxt is not None and nxt.key == keys[1] and nxt.queue == qname
+    assert nxt.lease and nxt.attempt == 1 and nxt.config["key"] == "k1"
+    assert nxt.deadline is not None and nxt.deadline - nxt.created_at >= 30_000
+    assert q.result(job.key) == b'{"score":1}'
+    st = q.status(nxt.key)
+    assert st is not None and st.state == "leased" and st.leases[0].lease == nxt.lease
+    last = q.ack_next(nxt)
+    assert last is not None and last.key == keys[2]
+    assert q.ack_next(last) is None  # nothing left: nil, never blocks
+    assert q.stats().leased == 0
+
+
+def test_ack_next_on_a_stale_lease_hands_out_nothing(r: redis.Redis, qname: str) -> None:
+    q = Queue(r, qname)
+    q.enqueue(cfg("a"))
+    q.enqueue(cfg("b", priority=10))
+    job = q.pop(lease_ms=60_000)
+    assert job is not None
+    q.ack(job)
+    with pytest.raises(LeaseLostError):
+        q.ack_next(job)
+    assert q.len() == 1 and q.stats().leased == 0  # "b" is still queued
+
+
+def test_nack_next(r: redis.Redis, qname: str) -> None:
+    q = Queue(r, qname)
+    q.enqueue(cfg("fails"))
+    second = q.enqueue(cfg("next", priority=10))
+    job = q.pop(lease_ms=60_000)
+    assert job is not None
+    nxt = q.nack_next(job, delay_ms=60_000, lease_ms=10_000)
+    assert nxt is not None and nxt.key == second.key and nxt.queue == qname
+    st = q.status(job.key)
+    assert st is not None and st.state == "delayed"
+    assert q.nack_next(nxt, delay_ms=60_000) is None
+
+
+def test_mpop_takes_from_the_first_queue_with_jobs(r: redis.Redis, qname: str) -> None:
+    qa, qb, qc = (Queue(r, f"{{{qname}}}:{x}") for x in "abc")
+    assert mpop([qa, qb, qc], lease_ms=1000) is None
+    assert mpop_many([qa, qb], 3) == []
+    qc.enqueue(cfg("c1"))
+    qb.enqueue(cfg("b1"))
+    qb.enqueue(cfg("b2", priority=5))
+    job = mpop([qa, qb, qc], lease_ms=60_000)
+    assert job is not None and job.queue == qb.name and job.config["key"] == "b1"
+    many = mpop_many([qa, qb, qc], 5, lease_ms=60_000)
+    assert [(j.queue, j.config["key"]) for j in many] == [(qb.name, "b2")]  # one queue per call
+    many = mpop_many([qa, qb, qc], 5, lease_ms=60_000)
+    assert [(j.queue, j.config["key"]) for j in many] == [(qc.name, "c1")]
+    qb.ack(job)  # the job names its queue, so acking goes to the right one
+    with pytest.raises(ValueError, match="same Redis client"):
+        mpop([qa, Queue(redis.Redis(), "x")])
+    with pytest.raises(ValueError):
+        mpop([])
+
+
+def test_blocking_mpop_wakes_on_any_queue(server: Server, qname: str) -> None:
+    base = server.client()
+    with pytest.raises(ValueError, match="socket_timeout"):
+        mpop([Queue(server.client(socket_timeout=1), qname)], block_ms=2000)
+    blocker = blocking_client(base, 10_000)
+    queues = [Queue(blocker, f"{qname}-{i}") for i in range(3)]
+    got: list[object] = []
+
+    def waiter() -> None:
+        got.append(mpop(queues, lease_ms=60_000, block_ms=10_000))
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    Queue(base, f"{qname}-2").enqueue(cfg("late"))  # the last queue wakes it
+    t.join(5)
+    assert not t.is_alive() and time.monotonic() - t0 < 2
+    (job,) = got
+    assert job is not None and getattr(job, "queue", None) == f"{qname}-2"

@@ -1,0 +1,179 @@
+"""The thread worker with ACK ... NEXT and ORCA.MPOP, on servers of their own so that
+INFO commandstats counts exactly this worker's commands."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from conftest import Server, cfg
+from workers import Running, calls, start, wait_for
+
+from orca_queue import Job, Queue
+
+JOBS = 120
+
+
+@pytest.fixture
+def own() -> Iterator[Server]:
+    s = Server()
+    yield s
+    s.stop()
+
+
+def run_all(own: Server, started: list[Running], **options: object) -> Queue:
+    """Processes JOBS jobs with a worker of concurrency 4; returns the queue."""
+    r = own.client()
+    q = Queue(r, "cycle")
+    q.enqueue_many([cfg(f"k{i}") for i in range(JOBS)])
+    r.config_resetstat()
+    run = start(started, q, lambda job: {"ok": job.config["key"]}, concurrency=4, **options)
+    wait_for(lambda: run.worker.counts["completed"] == JOBS)
+    run.stop()
+    return q
+
+
+def test_a_busy_worker_sends_one_command_per_job(own: Server, started: list[Running]) -> None:
+    q = run_all(own, started, lease_ms=60_000)
+    r = own.client()
+    acks, pops = calls(r, "orca.ack"), calls(r, "orca.pop")
+    # Every job was acked once and every ACK but the last few (when the queue ran dry)
+    # brought the slot's next job: a handful of pops in all, not one per job.
+    assert acks == JOBS
+    assert pops <= 6, f"{pops} ORCA.POP for {JOBS} jobs"
+    assert calls(r, "orca.nack") == calls(r, "orca.extend") == 0
+    st = q.stats()
+    assert (st.queued, st.leased, st.results) == (0, 0, JOBS)
+
+
+def test_without_ack_next_free_slots_are_refilled_by_pops(
+    own: Server, started: list[Running]
+) -> None:
+    run_all(own, started, lease_ms=60_000, ack_next=False)
+    r = own.client()
+    assert calls(r, "orca.ack") == JOBS
+    assert calls(r, "orca.pop") > JOBS // 4  # the same workload, a pop per freed slot or so
+
+
+def test_several_queues_in_order_and_woken_by_any(
+    own: Server, started: list[Running], caplog: pytest.LogCaptureFixture
+) -> None:
+    # The user's client has a short socket timeout: the blocking MPOP (BLOCK 30 s) runs on
+    # the worker's own connection and never races it.
+    r = own.client(socket_timeout=1.0)
+    qa, qb, qc = (Queue(r, f"{{grading}}:{x}") for x in "abc")
+    for i in range(3):
+        qb.enqueue(cfg(f"b{i}", priority=i))
+    for i in range(3):
+        qa.enqueue(cfg(f"a{i}", priority=i))
+    seen: list[str] = []
+
+    def handler(job: Job) -> None:
+        seen.append(job.config["key"])
+        if job.config["key"] == "b0":
+            qa.enqueue(cfg("a-late"))  # arrives in the first queue while b0 runs
+
+    caplog.set_level(logging.WARNING, logger="orca_queue.worker")
+    start(started, [qa, qb, qc], handler, concurrency=1, block_ms=30_000)
+    wait_for(lambda: len(seen) == 7)
+    assert seen == ["a0", "a1", "a2", "b0", "a-late", "b1", "b2"]
+    time.sleep(0.3)  # now blocked in one ORCA.MPOP over the three queues
+    admin = own.client()
+    admin.config_resetstat()
+    time.sleep(1.5)  # idle: no polling, no rotation
+    assert calls(admin, "orca.pop") == 0 and calls(admin, "orca.mpop") == 0
+    t0 = time.monotonic()
+    qc.enqueue(cfg("c0"))  # the last queue wakes it
+    wait_for(lambda: len(seen) == 8)
+    assert seen[-1] == "c0" and time.monotonic() - t0 < 1.0
+    time.sleep(0.2)
+    qb.enqueue(cfg("b-late"))
+    wait_for(lambda: len(seen) == 9)
+    assert not [r for r in caplog.records if "fetching jobs failed" in r.getMessage()]
+
+
+def test_a_job_leased_by_next_during_shutdown_is_handed_back(
+    own: Server, started: list[Running]
+) -> None:
+    r = own.client()
+    q = Queue(r, "stopping")
+    first = q.enqueue(cfg("first")).key
+    second = q.enqueue(cfg("second", priority=10)).key
+    created = q.status(second).created_at  # type: ignore[union-attr]
+    began, release = threading.Event(), threading.Event()
+    handled: list[str] = []
+
+    def handler(job: Job) -> str:
+        handled.append(job.key)
+        began.set()
+        release.wait(20)
+        return "done"
+
+    run = start(started, q, handler, concurrency=1, lease_ms=60_000, grace_ms=10_000)
+    assert began.wait(10)
+    r.config_resetstat()
+    popped = int(r.info("orca")["orca_popped"])
+    # Hold write commands at the server: the handler's ACK ... NEXT waits there while the
+    # worker is told to stop, and its reply then leases "second" to a stopping worker.
+    r.client_pause(1500, all=False)
+    release.set()
+    time.sleep(0.4)
+    run.worker.stop()
+    run.thread.join(15)
+    assert not run.thread.is_alive()
+    assert handled == [first]  # never started
+    assert q.result(first) == b'"done"'
+    st = q.status(second)
+    assert st is not None and (st.state, st.immediate, st.created_at) == ("queued", True, created)
+    assert st.leases == []  # its lease was superseded by the hand-back
+    # It was leased once more, by the ACK ... NEXT (no pop ran), then handed back.
+    assert int(r.info("orca")["orca_popped"]) == popped + 1
+    assert calls(r, "orca.ack") == 1 and calls(r, "orca.pop") == 0
+    assert run.worker.counts == {"completed": 1, "failed": 0, "lost": 0, "handed_back": 1}
+
+
+def test_failures_report_their_outcome_and_refill_the_slot(
+    own: Server, started: list[Running]
+) -> None:
+    r = own.client()
+    q = Queue(r, "failing")
+    for i in range(10):
+        q.enqueue(cfg(f"f{i}", priority=i))
+    outcomes: list[str] = []
+
+    def handler(job: Job) -> None:
+        raise RuntimeError("broken grader")
+
+    r.config_resetstat()
+    run = start(
+        started,
+        q,
+        handler,
+        concurrency=1,
+        nack_delay_ms=600_000,
+        on_failed=lambda job, exc, out: outcomes.append(out.outcome if out else "?"),
+    )
+    wait_for(lambda: len(outcomes) == 10)
+    run.stop()
+    # Each NACK (whose outcome the hook gets) went with the pop of the slot's next job:
+    # one pop to start, ten with the NACKs, at most two once the queue ran dry (a quick
+    # one, and the blocking one the stop ended).
+    assert outcomes == ["retry"] * 10
+    assert calls(r, "orca.nack") == 10 and 11 <= calls(r, "orca.pop") <= 13
+    assert q.stats().delayed == 10
+
+
+def test_a_worker_never_holds_more_jobs_than_slots(own: Server, started: list[Running]) -> None:
+    r = own.client()
+    q = Queue(r, "slots")
+    q.enqueue_many([cfg(f"s{i}") for i in range(40)])
+    run = start(started, q, lambda job: time.sleep(0.01), concurrency=3, lease_ms=60_000)
+    most = 0
+    while run.worker.counts["completed"] < 40:
+        most = max(most, q.stats().leased)
+        time.sleep(0.005)
+    run.stop()
+    assert 1 <= most <= 3
