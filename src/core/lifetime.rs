@@ -77,3 +77,72 @@ impl Queue {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::core::config::{orca_key, JobConfig};
+    use crate::core::settings::Settings;
+    use crate::core::worker::{DeathCause, Policy};
+    use crate::core::Queue;
+
+    const POLICY: Policy = Policy {
+        max_attempts: 5,
+        retry_base: 10,
+        retry_cap: 10,
+    };
+
+    fn cfg(name: &str, coll: Option<&str>) -> JobConfig {
+        JobConfig {
+            job_key: orca_key(name, ""),
+            collation: coll.map(str::to_string),
+            priority: 0,
+            gate: None,
+        }
+    }
+
+    /// Expiring is not a delivery: a dead letter by lifetime keeps the
+    /// attempts the job had (docs/commands.md: attempts counts deliveries).
+    #[test]
+    fn expiry_keeps_the_attempts() {
+        let mut q = Queue::with_settings(Settings {
+            lifetime: 100,
+            ..Settings::default()
+        });
+        q.enqueue(&cfg("fresh", Some("user.1")), b"a", 1_000)
+            .unwrap();
+        q.enqueue(&cfg("single", None), b"b", 1_000).unwrap();
+        q.enqueue(&cfg("tried", None), b"c", 1_000).unwrap();
+        // "tried" is handed out once and fails: back at its arrival.
+        let (ds, _) = q.pop_deliveries(1_010, 1_000, 3, &POLICY).unwrap();
+        let tried = ds
+            .iter()
+            .find(|d| d.job.key == orca_key("tried", ""))
+            .unwrap();
+        let (token, _) = tried.lease.unwrap();
+        for d in &ds {
+            if d.job.key != orca_key("tried", "") {
+                let (t, _) = d.lease.unwrap();
+                q.nack(&d.job.key, t, Some(0), 1_011, &POLICY).unwrap();
+            }
+        }
+        q.nack(&orca_key("tried", ""), token, Some(0), 1_011, &POLICY)
+            .unwrap();
+        // Everything is past its lifetime by 1_200.
+        let report = q.tick(1_200, &POLICY);
+        assert_eq!(report.lifetime, 3);
+        for (key, d) in q.dead_list(0, 10) {
+            assert_eq!(d.cause, DeathCause::Lifetime);
+            assert_eq!(d.job.attempts, 1, "{key:?}: one delivery, no more");
+        }
+        // A job never handed out dies with 0.
+        q.enqueue(&cfg("never", None), b"d", 2_000).unwrap();
+        q.tick(2_200, &POLICY);
+        let never = q
+            .dead_list(0, 10)
+            .into_iter()
+            .find(|(k, _)| *k == orca_key("never", ""))
+            .unwrap();
+        assert_eq!(never.1.job.attempts, 0);
+        q.check().unwrap();
+    }
+}

@@ -19,7 +19,6 @@
 //!   except those put at the very front; the others are kept aside.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
 use super::caps::Caps;
 use super::collation::Collations;
@@ -796,17 +795,24 @@ impl Queue {
         Ok(self.take_next()?.map(|p| self.finish_pop(p)))
     }
 
-    /// Take the job the next pop hands out.
+    /// Take the job the next pop hands out: this is a delivery, so its
+    /// attempts count one more.
     pub(crate) fn take_next(&mut self) -> Result<Option<Popped>, QueueError> {
         let first = if self.caps.on() {
             self.caps.first()
         } else {
             self.index.first()
         };
-        first.map(|n| self.take_node(n)).transpose()
+        let mut p = first.map(|n| self.take_node(n)).transpose()?;
+        if let Some(p) = p.as_mut() {
+            p.attempts = p.attempts.saturating_add(1);
+        }
+        Ok(p)
     }
 
-    /// Take reservation `n` and the job it serves out of the queue.
+    /// Take reservation `n` and the job it serves out of the queue, with
+    /// the attempts it had (not a delivery by itself: lifetimes take jobs
+    /// out this way too).
     pub(crate) fn take_node(&mut self, n: u32) -> Result<Popped, QueueError> {
         let owner = self.index.val(n);
         let nonce = self.nonce_of(n);
@@ -833,7 +839,7 @@ impl Queue {
         let (job, attempts, coll) = self.take_job(j)?;
         Ok(Popped {
             job,
-            attempts: attempts.saturating_add(1),
+            attempts,
             coll,
             nonce,
             release: rk.score,
@@ -927,7 +933,7 @@ impl Queue {
     /// its stack.
     pub(crate) fn walk_from(&self, start: usize) -> impl Iterator<Item = (u32, u32)> + '_ {
         // Per collation: the next job of its stack and its position.
-        let mut cursor: HashMap<u32, (u32, usize)> = HashMap::new();
+        let mut cursor: IdMap<u32, (u32, usize)> = IdMap::default();
         self.index.iter_from(start).filter_map(move |n| {
             let owner = self.index.val(n);
             if owner & OWNED_BY_COLLATION == 0 {
