@@ -12,7 +12,13 @@
 //! - `delete`: `ORCA.DELETE` of existing jobs (their orca keys are computed
 //!   here), and `set`, the same client's `SET` of the same payload as baseline;
 //! - `load`: a pipelined loader that fills a queue (module) or the seed-000
-//!   native keys (through the Lua enqueue script) with deterministic jobs.
+//!   native keys (through the Lua enqueue script) with deterministic jobs;
+//! - `pop`: pops exactly n jobs (one per command, or `COUNT` per command):
+//!   the drain of the memory-after-a-drain row;
+//! - `worker`: a worker's loop on queued jobs, `POP` + `ACK` (two round
+//!   trips per job) or `POP` then `ACK ... NEXT` (one);
+//! - `collation`: one collation fed new jobs with increasing priorities
+//!   (each reservation appends) or random ones (each lands mid-list).
 //!
 //! Every subcommand prints one JSON line: `{"ops":..,"secs":..,"rate":..}`.
 //! Jobs come from a template (the `--template` file): its `__rand_int__`
@@ -100,6 +106,20 @@ fn job_opts(o: &Opts, n: u64, conns: u64, queue: &str) -> Res<JobOpts> {
     ))
 }
 
+/// The options of the subcommands that take `--n` (default 1000) queued
+/// jobs out of `--queue` (default `q`): `--port`, `--queue`, `--n`, `--conns`
+/// and the `--lease` of each pop (the defaults of `conns` and `lease` are the
+/// subcommand's).
+fn take_opts(o: &Opts, conns: u64, lease: u64) -> Res<(u16, String, usize, usize, u64)> {
+    Ok((
+        o.n("port", 0)? as u16,
+        o.s("queue", "q"),
+        o.n("n", 1000)? as usize,
+        o.n("conns", conns)?.max(1) as usize,
+        o.n("lease", lease)?,
+    ))
+}
+
 // ---------------------------------------------------------------- jobs
 
 /// The job template split at its `__rand_int__` placeholders.
@@ -141,6 +161,30 @@ impl Template {
         }
         out
     }
+}
+
+/// `json` with its `"priority":<digits>` (the first one: the template's
+/// top-level field) replaced by `p`.
+fn with_priority(json: &[u8], p: u64) -> Res<Vec<u8>> {
+    let pat = b"\"priority\":";
+    let from = json
+        .windows(pat.len())
+        .position(|w| w == pat)
+        .map(|at| at + pat.len())
+        .ok_or("the template has no \"priority\":<digits> field")?;
+    let to = from
+        + json[from..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+    if to == from {
+        return Err("the template's priority is not a plain integer".into());
+    }
+    let mut out = Vec::with_capacity(json.len() + 8);
+    out.extend_from_slice(&json[..from]);
+    out.extend_from_slice(p.to_string().as_bytes());
+    out.extend_from_slice(&json[to..]);
+    Ok(out)
 }
 
 /// A job as the clients see it: the config, its orca key and what the
@@ -223,6 +267,34 @@ fn field(v: &Value, name: &str) -> Option<String> {
             .and_then(|(_, v)| text(v)),
         _ => None,
     }
+}
+
+/// The orca key and lease token of a leased job reply; an error for nil
+/// (the queue ran dry) or any other reply.
+fn key_and_lease(v: &Value, cmd: &str) -> Res<(String, String)> {
+    match (field(v, "key"), field(v, "lease")) {
+        (Some(k), Some(l)) => Ok((k, l)),
+        _ if *v == Value::Nil => Err(format!("{cmd} handed out nothing: the queue ran dry")),
+        _ => Err(format!("unexpected {cmd} reply {v:?}")),
+    }
+}
+
+/// `calls` and `usec` of a command in `INFO commandstats` (0, 0 before its
+/// first call): the server's own time, without the network and the client.
+fn command_stats(con: &mut Connection, name: &str) -> Res<(u64, u64)> {
+    let info = text(&q(con, redis::cmd("INFO").arg("commandstats"))?).unwrap_or_default();
+    let prefix = format!("cmdstat_{name}:");
+    let Some(line) = info.lines().find_map(|l| l.strip_prefix(&prefix)) else {
+        return Ok((0, 0));
+    };
+    let num = |k: &str| -> Res<u64> {
+        line.split(',')
+            .find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='))
+            .ok_or_else(|| format!("no {k} in {line}"))?
+            .parse()
+            .map_err(e2s)
+    };
+    Ok((num("calls")?, num("usec")?))
 }
 
 fn now_ms() -> i64 {
@@ -501,9 +573,7 @@ fn cmd_cycle(o: &Opts) -> Res<()> {
                 if *v == Value::Nil {
                     continue; // another connection took it first
                 }
-                let (Some(k), Some(l)) = (field(v, "key"), field(v, "lease")) else {
-                    return Err(format!("unexpected ORCA.POP reply {v:?}"));
-                };
+                let (k, l) = key_and_lease(v, "ORCA.POP")?;
                 p.cmd("ORCA.ACK").arg(&queue).arg(k).arg(l);
                 acks += 1;
             }
@@ -518,6 +588,210 @@ fn cmd_cycle(o: &Opts) -> Res<()> {
         Ok(())
     })?;
     report("cycle", n, secs, &[("ops_per_cycle", "3".into())]);
+    Ok(())
+}
+
+// ---------------------------------------------------------------- pop / worker
+
+/// Pop exactly `--n` jobs of `--queue` with `ORCA.POP q LEASE <--lease>`
+/// (default 0: the job is removed), one job per command or, with `--count
+/// k`, up to k per command (`COUNT k`, one write for k jobs), in pipelines of
+/// `--pipeline` commands on `--conns` connections. Fails if the queue runs
+/// dry first.
+fn cmd_pop(o: &Opts) -> Res<()> {
+    let (port, queue, n, conns, lease) = take_opts(o, 4, 0)?;
+    let pl = o.n("pipeline", 16)?.max(1) as usize;
+    let count = o.0.get("count").map(|_| o.n("count", 1)).transpose()?;
+    let per_cmd = count.unwrap_or(1).max(1) as usize;
+    let secs = run_threads(port, conns, move |th, con| {
+        for r in batches(n, conns, th, pl * per_cmd) {
+            let mut p = redis::pipe();
+            let mut asked = Vec::new();
+            let mut left = r.len();
+            while left > 0 {
+                let k = left.min(per_cmd);
+                p.cmd("ORCA.POP").arg(&queue).arg("LEASE").arg(lease);
+                if count.is_some() {
+                    p.arg("COUNT").arg(k);
+                }
+                asked.push(k);
+                left -= k;
+            }
+            for (v, k) in qp(con, &p)?.iter().zip(asked) {
+                let got = match v {
+                    Value::Nil => 0,
+                    Value::Array(a) if count.is_some() => a.len(),
+                    Value::Array(_) | Value::Map(_) => 1,
+                    other => return Err(format!("unexpected ORCA.POP reply {other:?}")),
+                };
+                if got != k {
+                    return Err(format!(
+                        "ORCA.POP handed out {got} jobs where {k} were asked: the queue ran dry"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    })?;
+    report("pop", n as u64, secs, &[]);
+    Ok(())
+}
+
+/// A worker's loop on `--n` jobs already queued in `--queue`, one job at a
+/// time on each of `--conns` connections (each its share), every job leased
+/// for `--lease` ms and acked. `--mode ack`: `ORCA.POP`, then `ORCA.ACK`
+/// (two round trips per job). `--mode next`: one `ORCA.POP`, then `ORCA.ACK
+/// ... NEXT LEASE <ms>`, which finishes the job and leases the next in one
+/// round trip; the connection's last job gets a plain `ORCA.ACK`.
+fn cmd_worker(o: &Opts) -> Res<()> {
+    let (port, queue, n, conns, lease) = take_opts(o, 8, 600_000)?;
+    let next = match o.s("mode", "ack").as_str() {
+        "ack" => false,
+        "next" => true,
+        m => return Err(format!("unknown --mode {m} (ack, next)")),
+    };
+    let trips = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let total = trips.clone();
+    let secs = run_threads(port, conns, move |th, con| {
+        let (lo, hi) = share(n, conns, th);
+        let mut pop = redis::cmd("ORCA.POP");
+        pop.arg(&queue).arg("LEASE").arg(lease);
+        let mut rt = 0;
+        let mut job = None;
+        for i in lo..hi {
+            let v = match job.take() {
+                Some(v) => v,
+                None => {
+                    rt += 1;
+                    q(con, &pop)?
+                }
+            };
+            let (k, l) = key_and_lease(
+                &v,
+                if i == lo || !next {
+                    "ORCA.POP"
+                } else {
+                    "ORCA.ACK NEXT"
+                },
+            )?;
+            let mut ack = redis::cmd("ORCA.ACK");
+            ack.arg(&queue).arg(k).arg(l);
+            let take_next = next && i + 1 < hi;
+            if take_next {
+                ack.arg("NEXT").arg("LEASE").arg(lease);
+            }
+            rt += 1;
+            let r = q(con, &ack)?;
+            if take_next {
+                job = Some(r);
+            } else if r != Value::Int(1) {
+                return Err(format!("ORCA.ACK replied {r:?}"));
+            }
+        }
+        total.fetch_add(rt, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    })?;
+    let rt = trips.load(std::sync::atomic::Ordering::Relaxed);
+    report(
+        &format!("worker-{}", if next { "next" } else { "ack" }),
+        n as u64,
+        secs,
+        &[(
+            "round_trips_per_job",
+            format!("{:.3}", rt as f64 / n.max(1) as f64),
+        )],
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------- collation
+
+/// Lowest priority `collation` gives, and the width of its range: 7-digit
+/// numbers (ms), so every payload has the same length whatever the order.
+const PRIO_LO: u64 = 1_000_000;
+const PRIO_SPAN: u64 = 8_000_000;
+
+/// One collation (`--collation`, a number: `user.<12 digits>`) of `--queue`
+/// fed new jobs (`--start`..), `ORCA.ENQUEUE` in pipelines of `--pipeline`
+/// on `--conns` connections: first `--prefill` jobs (not timed), then the
+/// `--n` jobs the rate is measured on. `--priorities increasing`: each job
+/// gets a priority above every earlier one, so its reservation (arrival +
+/// priority) goes at the end of the collation's list; `random` (`--seed`):
+/// uniform over ~2 hours, so each lands mid-list. The configs are built
+/// before the clock starts. With one connection the increasing order is
+/// exact; with several, the pipelines in flight at once may land a few
+/// places before the end.
+fn cmd_collation(o: &Opts) -> Res<()> {
+    let (port, t, start, n, _, conns, queue) = job_opts(o, 30_000, 1, "mc")?;
+    let pl = o.n("pipeline", 16)?.max(1) as usize;
+    let coll = o.n("collation", 0)?;
+    let prefill = o.n("prefill", 0)?;
+    let all = prefill + n;
+    if all > PRIO_SPAN {
+        return Err(format!(
+            "--prefill + --n is {all}: at most {PRIO_SPAN} jobs"
+        ));
+    }
+    let mut rng = Rng::new(o.n("seed", 1)?);
+    let random = match o.s("priorities", "increasing").as_str() {
+        "increasing" => false,
+        "random" => true,
+        p => return Err(format!("unknown --priorities {p} (increasing, random)")),
+    };
+    let step = PRIO_SPAN / all.max(1);
+    let jobs: Vec<Vec<u8>> = (0..all)
+        .map(|k| {
+            let p = PRIO_LO
+                + if random {
+                    rng.below(PRIO_SPAN)
+                } else {
+                    k * step
+                };
+            with_priority(&t.job(start + k, coll), p)
+        })
+        .collect::<Res<_>>()?;
+    let jobs = Arc::new(jobs);
+    let feed = |range: Range<usize>| {
+        let (jobs, queue) = (jobs.clone(), queue.clone());
+        run_threads(port, conns, move |th, con| {
+            // Pipelines dealt out in turn, so the connections advance
+            // together through the order.
+            for b in range.clone().step_by(pl).skip(th).step_by(conns) {
+                let mut p = redis::pipe();
+                for json in &jobs[b..(b + pl).min(range.end)] {
+                    p.cmd("ORCA.ENQUEUE").arg(&queue).arg(json);
+                }
+                for v in qp(con, &p)? {
+                    if field(&v, "created").as_deref() != Some("1") {
+                        return Err(format!("ORCA.ENQUEUE did not create a new job: {v:?}"));
+                    }
+                }
+            }
+            Ok(())
+        })
+    };
+    feed(0..prefill as usize)?;
+    let mut con = connect(port)?;
+    let before = command_stats(&mut con, "orca.enqueue")?;
+    let secs = feed(prefill as usize..all as usize)?;
+    let after = command_stats(&mut con, "orca.enqueue")?;
+    let calls = after.0.saturating_sub(before.0).max(1);
+    report(
+        "collation",
+        n,
+        secs,
+        &[
+            ("random", random.to_string()),
+            ("prefill", prefill.to_string()),
+            (
+                "usec_per_call",
+                format!(
+                    "{:.3}",
+                    after.1.saturating_sub(before.1) as f64 / calls as f64
+                ),
+            ),
+        ],
+    );
     Ok(())
 }
 
@@ -931,8 +1205,11 @@ fn main() {
             "mix" => cmd_mix(&o),
             "cycle" => cmd_cycle(&o),
             "protocol" => cmd_protocol(&o),
+            "pop" => cmd_pop(&o),
+            "worker" => cmd_worker(&o),
+            "collation" => cmd_collation(&o),
             other => Err(format!(
-                "unknown subcommand {other} (load, set, delete, mix, cycle, protocol)"
+                "unknown subcommand {other} (load, set, delete, mix, cycle, protocol, pop, worker, collation)"
             )),
         }),
     };

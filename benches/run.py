@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """`make bench`: the Orca module against Redis's own ceiling, the same queue as
 Lua scripts on native keys, and the grading-queue design's client-side lock protocol, side by
-side in ONE run against ONE redis-server, so the ratios hold on a noisy machine.
+side in ONE run against ONE redis-server, so the ratios hold on a noisy machine. Also the
+module against itself: queue depth, memory after a drain, reservations mid-collation, a pop
+past a capped collation, ORCA.MPOP, the ACK ... NEXT worker cycle, RDB save/load.
 
 Python 3 standard library only. It starts its own redis-server (free port, own
 temp dir, a private copy of the built module), drives it with redis-benchmark
@@ -23,6 +25,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import socket
@@ -72,14 +75,36 @@ class Redis:
         except OSError:
             pass
 
-    def call(self, *args):
+    @staticmethod
+    def _encode(args):
         out = [b"*%d\r\n" % len(args)]
         for a in args:
             if not isinstance(a, bytes):
                 a = str(a).encode()
             out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-        self.sock.sendall(b"".join(out))
+        return b"".join(out)
+
+    def call(self, *args):
+        self.sock.sendall(self._encode(args))
         return self._read()
+
+    def pipeline(self, cmds, chunk=1000):
+        """Send the commands in pipelines of `chunk`; their replies in order
+        (an error reply raises, after the whole chunk is read)."""
+        out = []
+        for i in range(0, len(cmds), chunk):
+            part = cmds[i:i + chunk]
+            self.sock.sendall(b"".join(self._encode(c) for c in part))
+            replies, error = [], None
+            for _ in part:
+                try:
+                    replies.append(self._read())
+                except RedisError as e:
+                    error = error or e
+            if error:
+                raise error
+            out += replies
+        return out
 
     def _read(self):
         line = self.f.readline()
@@ -118,6 +143,7 @@ class Redis:
             fields = dict(kv.split("=") for kv in v.split(","))
             out[k[len("cmdstat_"):]] = {
                 "calls": int(fields["calls"]),
+                "usec": int(fields["usec"]),
                 "usec_per_call": float(fields["usec_per_call"]),
                 "failed": int(fields.get("failed_calls", 0)) + int(fields.get("rejected_calls", 0)),
             }
@@ -216,6 +242,31 @@ def orca_key(config_json):
     return base64.b64encode(h).decode()
 
 
+def as_map(reply):
+    """A flat field/value reply (RESP2) as a dict with str keys."""
+    if not isinstance(reply, list):
+        raise TypeError(f"expected a field/value array, got {reply!r}")
+    return {k.decode() if isinstance(k, bytes) else k: v for k, v in zip(reply[::2], reply[1::2])}
+
+
+def turn(variants, rnd):
+    """The variants of a row in round `rnd`'s order: rotated by one each
+    round, so none always runs first (after a fill, a flush, another row)."""
+    k = rnd % len(variants)
+    return list(variants[k:]) + list(variants[:k])
+
+
+# Pipeline of the mid-collation row: deep enough that the server, not the
+# client's round trips, sets the rate (what the row compares is the server's
+# cost of a reservation landing mid-list).
+MIDLIST_PIPELINE = 64
+
+# Collation ids (the second placeholder of the template) of the running cap
+# rows: the capped collation's jobs and the other jobs, one collation each.
+CAPPED_START = 900_000_000
+OTHERS_START = 1_000_000
+
+
 # --------------------------------------------------------------------- bench
 
 class Bench:
@@ -294,7 +345,7 @@ class Bench:
             raise RuntimeError(f"{args[0]}: {failed} failed calls on the server")
         if st["calls"] < n:
             raise RuntimeError(f"{main_cmd}: expected {n} calls, server saw {st['calls']}")
-        return {"rps": rps, "p50_ms": p50, "usec": st["usec_per_call"], "n": int(n)}
+        return {"rps": rps, "p50_ms": p50, "usec": st["usec_per_call"], "n": int(n), "calls": st["calls"]}
 
     def calibrated_n(self, key, args, pipeline, main_cmd, setup=None, lo=2000, hi=2000000):
         """Requests for about self.secs seconds: a short probe run first."""
@@ -455,6 +506,211 @@ class Bench:
                     f"{res['round_trips_per_op']:.2f} round trips/op, {res['lock_retries']} lock retries")
         self.flush()
 
+    # ---- issue 12: running cap, MPOP, ACK ... NEXT
+
+    def fill(self, queue, n, **kw):
+        """Fill `queue` with the template's jobs (pipelined loader)."""
+        kw.setdefault("start", 0)
+        kw.setdefault("collations", max(1, n // 4))
+        return self.client("load", what="module", queue=queue, n=n, **kw)
+
+    def capped_jobs_check(self, queue, capped, want_leased):
+        """Every job of the capped collation is still in `queue`: `want_leased`
+        of them leased, the `capped` others queued and flagged `capped`."""
+        keys = [orca_key(job_json(self.tpl, i, 0)) for i in range(CAPPED_START, CAPPED_START + capped + 1)]
+        states = {}
+        for st in self.r.pipeline([["ORCA.STATUS", queue, k] for k in keys]):
+            if st is None:
+                raise RuntimeError("a job of the capped collation is gone: it was handed out and acked?")
+            f = as_map(st)
+            state = f["state"].decode()
+            if state == "queued" and f.get("capped") != 1:
+                raise RuntimeError(f"a queued job of the capped collation is not flagged capped: {f}")
+            states[state] = states.get(state, 0) + 1
+        if states != {"queued": capped, "leased": want_leased}:
+            raise RuntimeError(f"capped collation: {states}, expected {capped} queued and {want_leased} leased")
+
+    def capped_pop(self):
+        """Leased pops of a queue (MAXRUNNING 1) whose first 10,000
+        reservations belong to a collation at its cap, against leased pops of
+        the same jobs uncapped with that collation at the back, alternating in
+        rounds, redis-benchmark -P 16."""
+        capped = 10000  # the issue's figure, also with --quick
+        per_run = int(max(2000, 30000 * self.scale))
+        others = per_run * self.rounds + int(max(1000, 10000 * self.scale))
+        self.flush()
+        # Capped queue: the collation's jobs first (the earliest reservations),
+        # then the others (one collation each: ids from OTHERS_START).
+        self.fill("capq", capped + 1, start=CAPPED_START, collations=1)
+        self.fill("capq", others, start=OTHERS_START, collations=0)
+        self.r.call("ORCA.SETTINGS", "capq", "MAXRUNNING", 1)
+        first = as_map(self.r.call("ORCA.POP", "capq", "LEASE", LEASE_MS))
+        self.capped_name = first["collation"].decode()
+        if self.capped_name != f"user.{0:012d}":
+            raise RuntimeError(f"the first pop took {self.capped_name}, not the capped collation")
+        # Uncapped: the same jobs, the others first; one of them leased too.
+        self.fill("freeq", others, start=OTHERS_START, collations=0)
+        self.fill("freeq", capped + 1, start=CAPPED_START, collations=1)
+        if as_map(self.r.call("ORCA.POP", "freeq", "LEASE", LEASE_MS))["collation"] == first["collation"]:
+            raise RuntimeError("the uncapped queue's first pop took the collation meant to be at the back")
+        self.capped_jobs_check("capq", capped, 1)
+        self.cap_info = {"capped": capped, "others": others, "per_run": per_run}
+        for rnd in range(self.rounds):
+            for name, q in turn((("UNCAPPED", "freeq"), ("CAPPED", "capq")), rnd):
+                before = self.r.call("ORCA.LEN", q)
+                res = self.rb(["ORCA.POP", q, "LEASE", LEASE_MS], per_run, 16, "orca.pop")
+                handed = before - self.r.call("ORCA.LEN", q)
+                if handed != res["calls"]:
+                    raise RuntimeError(f"{name}: {res['calls']} pops handed out {handed} jobs")
+                self.results.setdefault((name, 16), []).append(res)
+                log(f"  {name:9s} round {rnd + 1}: {res['rps']:>10.0f}/s  server {res['usec']:.2f} µs/call")
+        # None of the capped collation's jobs was handed out.
+        self.capped_jobs_check("capq", capped, 1)
+        if self.r.call("ORCA.CHECK", "capq") != "OK":
+            raise RuntimeError("ORCA.CHECK failed after the capped pops")
+        self.flush()
+
+    def mpop(self):
+        """ORCA.MPOP over 4 queues (jobs only in the last / in all of them)
+        against ORCA.POP of one queue and of an empty queue, leased, each
+        popping a queue filled with as many jobs, alternating in rounds."""
+        n_of = {1: int(max(2000, 20000 * self.scale)), 16: int(max(2000, 40000 * self.scale))}
+        self.flush()
+        for q in ("mpa1", "mpa2", "mpa3", "mpe"):
+            self.r.call("ORCA.SETTINGS", q, "ORDER", "LIFO")  # an empty queue (the key exists)
+        side = int(max(1000, 10000 * self.scale))
+        for q in ("mpb2", "mpb3", "mpb4"):
+            self.fill(q, side, start=500_000_000)
+        lease = ["LEASE", LEASE_MS]
+        tests = [
+            ("MP_POP", ["ORCA.POP", "mps"] + lease, "orca.pop", "mps"),
+            ("MP_LAST", ["ORCA.MPOP", 4, "mpa1", "mpa2", "mpa3", "mpa4"] + lease, "orca.mpop", "mpa4"),
+            ("MP_ALL", ["ORCA.MPOP", 4, "mpb1", "mpb2", "mpb3", "mpb4"] + lease, "orca.mpop", "mpb1"),
+            ("MP_EMPTY", ["ORCA.POP", "mpe"] + lease, "orca.pop", None),
+        ]
+        for P in (1, 16):
+            n = n_of[P]
+            for rnd in range(self.rounds):
+                for name, args, cmd, filled in turn(tests, rnd):
+                    if filled:
+                        self.r.call("DEL", filled)
+                        self.fill(filled, n)
+                    res = self.rb(args, n, P, cmd)
+                    if filled and self.r.call("ORCA.LEN", filled) != 0:
+                        raise RuntimeError(f"{name}: jobs left in {filled} after popping all")
+                    self.results.setdefault((name, P), []).append(res)
+                    log(f"  {name:9s} -P {P:<2d} round {rnd + 1}: {res['rps']:>10.0f}/s  server {res['usec']:.2f} µs/call")
+        for q in ("mpa1", "mpa2", "mpa3", "mpe"):
+            if self.r.call("TYPE", q) != "orcaqueue" or self.r.call("ORCA.LEN", q) != 0:
+                raise RuntimeError(f"{q} should be an empty queue")
+        for q in ("mpb2", "mpb3", "mpb4"):
+            if self.r.call("ORCA.LEN", q) != side:
+                raise RuntimeError(f"MPOP took jobs from {q}, behind a queue that had some")
+        self.mpop_n = n_of
+        self.flush()
+
+    def worker_cycle(self):
+        """A worker's loop, one job at a time on each connection: POP then ACK
+        (two round trips per job) against POP then ACK ... NEXT (one), same
+        client, same connections, alternating in rounds; each run works off a
+        queue filled with its jobs."""
+        n = int(max(2000, 30000 * self.scale))
+        for rnd in range(self.rounds):
+            for mode in turn(("ack", "next"), rnd):
+                self.flush()
+                self.fill("wq", n)
+                self.r.call("CONFIG", "RESETSTAT")
+                res = self.client("worker", queue="wq", n=n, conns=CLIENT_CONNS, mode=mode, lease=LEASE_MS)
+                st = self.r.commandstats()
+                usec = sum(st.get(k, {}).get("usec", 0) for k in ("orca.pop", "orca.ack")) / n
+                f = as_map(self.r.call("ORCA.STATS", "wq"))
+                if self.r.call("ORCA.LEN", "wq") != 0 or f["leased"] != 0:
+                    raise RuntimeError(f"worker {mode}: {f['queued']} jobs queued, {f['leased']} leased after the run")
+                res["usec_per_job"] = usec
+                self.results.setdefault(("WORKER", mode), []).append(res)
+                log(f"  worker {mode:4s} round {rnd + 1}: {res['rate']:>9.0f} jobs/s  server {usec:.2f} µs/job, "
+                    f"{res['round_trips_per_job']} round trips/job")
+        self.worker_n = n
+        self.flush()
+
+    # ---- issue 15: reservations mid-collation, memory after a drain
+
+    def midlist(self):
+        """One collation of 30k jobs fed 30k more: random priorities (each
+        reservation lands mid-list) against increasing ones (appends), same
+        client and connection, alternating in rounds."""
+        m = int(max(1000, 30000 * self.scale))
+        for rnd in range(self.rounds):
+            for order in turn(("random", "increasing"), rnd):
+                self.flush()
+                res = self.client("collation", queue="mc", prefill=m, n=m, priorities=order, conns=1,
+                                  pipeline=MIDLIST_PIPELINE, seed=rnd + 1)
+                s = as_map(self.r.call("ORCA.SETTINGS", "mc"))
+                if s["jobs"] != 2 * m or s["collations"] != 1:
+                    raise RuntimeError(f"collation row: {s['jobs']} jobs in {s['collations']} collations")
+                if self.r.call("ORCA.CHECK", "mc") != "OK":
+                    raise RuntimeError("ORCA.CHECK failed after the collation row")
+                self.results.setdefault(("MIDLIST", order), []).append(res)
+                log(f"  {order:10s} round {rnd + 1}: {res['rate']:>9.0f} enqueues/s  server {res['usec_per_call']:.2f} µs/call")
+        self.midlist_m = m
+        self.flush()
+
+    def queue_jobs(self, queue):
+        """The queued jobs of `queue` in pop order (ORCA.LIST pages)."""
+        jobs, page = [], 1000
+        while True:
+            got = self.r.call("ORCA.LIST", queue, "OFFSET", len(jobs), "LIMIT", page)
+            jobs += [as_map(j) for j in got]
+            if len(got) < page:
+                return jobs
+
+    def memory_drain(self):
+        """A queue filled to 300k jobs and drained back to 1k by pops, against
+        a fresh queue of the same 1k jobs (MEMORY USAGE); then the same drain
+        by pops of 1,000 jobs each."""
+        peak, keep = int(max(10000, 300000 * self.scale)), 1000
+        self.flush()
+        info = {"peak": peak, "keep": keep}
+        info["mem0"] = self.r.used_memory()
+        self.fill("dq", peak, batch=512)
+        info["mem_full"] = self.r.used_memory()
+        info["mu_full"] = self.r.call("MEMORY", "USAGE", "dq")
+        res = self.client("pop", queue="dq", n=peak - keep, conns=CLIENT_CONNS, pipeline=16, lease=0)
+        info["drain_rate"] = res["rate"]
+        if self.r.call("ORCA.LEN", "dq") != keep or self.r.call("ORCA.CHECK", "dq") != "OK":
+            raise RuntimeError("the drained queue does not hold the jobs left, or fails ORCA.CHECK")
+        info["mem_drained"] = self.r.used_memory()
+        info["mu_drained"] = self.r.call("MEMORY", "USAGE", "dq")
+        # The fresh queue: the configs of the jobs left, in their pop order,
+        # enqueued into a new key (same payloads, collations, priorities).
+        left = self.queue_jobs("dq")
+        self.r.pipeline([["ORCA.ENQUEUE", "fresh", j["payload"]] for j in left])
+        if {j["key"] for j in self.queue_jobs("fresh")} != {j["key"] for j in left}:
+            raise RuntimeError("the fresh queue does not hold the same jobs as the drained one")
+        info["collations_left"] = len({j["collation"] for j in left})
+        info["mem_fresh"] = self.r.used_memory() - info["mem_drained"]
+        info["mu_fresh"] = self.r.call("MEMORY", "USAGE", "fresh")
+        # The same drain with COUNT 1000: one write per 1,000 jobs, so the
+        # drain itself moves few records; then further writes (ORCA.TICK)
+        # until it is back under the target.
+        self.r.call("DEL", "dq")
+        self.fill("dq", peak, batch=512)
+        self.client("pop", queue="dq", n=peak - keep, conns=CLIENT_CONNS, pipeline=1, count=1000, lease=0)
+        info["mu_count"] = self.r.call("MEMORY", "USAGE", "dq")
+        writes = 0
+        while self.r.call("MEMORY", "USAGE", "dq") > 4 * info["mu_fresh"] and writes < 5000:
+            self.r.pipeline([["ORCA.TICK", "dq"]] * 10)
+            writes += 10
+        info["count_writes"] = writes
+        info["mu_count_after"] = self.r.call("MEMORY", "USAGE", "dq")
+        if self.r.call("ORCA.LEN", "dq") != keep or self.r.call("ORCA.CHECK", "dq") != "OK":
+            raise RuntimeError("the COUNT-drained queue does not hold the jobs left, or fails ORCA.CHECK")
+        self.mem_drain = info
+        log(f"  {peak} -> {keep} jobs: MEMORY USAGE {info['mu_drained']:,} B drained, {info['mu_fresh']:,} B fresh "
+            f"({info['mu_drained'] / info['mu_fresh']:.2f}x); COUNT 1000 drain {info['mu_count']:,} B, "
+            f"{info['mu_count_after']:,} B after {writes} more writes")
+        self.flush()
+
     def depth(self):
         """Queues of 1k, 100k and 1M jobs side by side; enqueue+pop pairs at
         each depth, alternating in rounds; memory from the fills."""
@@ -542,6 +798,11 @@ class Bench:
         self.section("MOVE / STATUS", self.move_status)
         self.section("bench-client rows (DELETE, cycle)", self.client_rows)
         self.section("client-side protocol", self.protocol)
+        self.section("running cap: capped pops", self.capped_pop)
+        self.section("ORCA.MPOP", self.mpop)
+        self.section("worker cycle: ACK ... NEXT", self.worker_cycle)
+        self.section("reservations mid-collation", self.midlist)
+        self.section("memory after a drain", self.memory_drain)
         self.section("queue depth", self.depth)
         self.section("RDB", self.rdb)
         self.total = time.time() - t0
@@ -559,7 +820,39 @@ def fmt_rate(x):
 
 
 def verdict(ok):
+    if ok is None:
+        return "not judged"
     return "**PASS**" if ok else "**MISS**"
+
+
+def fmt_mb(x):
+    return f"{x / 1e6:,.2f} MB"
+
+
+def jobs_of(label):
+    """'1M' -> 1000000, '100k' -> 100000."""
+    return int(label[:-1]) * (1000000 if label.endswith("M") else 1000)
+
+
+def reference_run():
+    """The RDB figures of the last reference run: docs/benchmarks.md as
+    committed (read before this run may overwrite it). None if there is none."""
+    text = None
+    try:
+        text = subprocess.run(["git", "-C", ROOT, "show", "HEAD:docs/benchmarks.md"],
+                              capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        try:
+            with open(os.path.join(ROOT, "docs", "benchmarks.md")) as f:
+                text = f.read()
+        except OSError:
+            return None
+    commit = re.search(r"module built from commit ([0-9a-f]+)", text)
+    row = re.search(r"^\| Orca queue, (\d+[kM]) jobs \(one key\) \| ([\d.]+) \| (\d+) \| ([\d.]+) \|", text, re.MULTILINE)
+    if not commit or not row:
+        return None
+    return {"commit": commit.group(1), "jobs": jobs_of(row.group(1)), "label": row.group(1),
+            "save": float(row.group(2)), "size": int(row.group(3)), "load": float(row.group(4))}
 
 
 def ratio_rounds(b, num, den, P):
@@ -728,6 +1021,70 @@ def write_report(b, outdir, total_wall, commit):
          beyond <= 150, f"the design's native keys: {b.native_mem['beyond']:.0f} B"),
     ]
 
+    # issue 15: memory after a drain, reservations mid-collation, RDB
+    mdr = b.mem_drain
+    drain_ratio = mdr["mu_drained"] / mdr["mu_fresh"]
+    targets.append((
+        (f"`MEMORY USAGE` of a queue drained from {lbl(mdr['peak'])} to {lbl(mdr['keep'])} jobs / "
+         "a fresh queue of the same jobs"), "<= 4x", f"{drain_ratio:.2f}x", drain_ratio <= 4,
+        f"{fmt_mb(mdr['mu_drained'])} against {fmt_mb(mdr['mu_fresh'])}; drained by pops of `COUNT 1000`: "
+        f"{mdr['mu_count'] / mdr['mu_fresh']:.1f}x"
+        + (f", {mdr['mu_count_after'] / mdr['mu_fresh']:.2f}x after {mdr['count_writes']} more writes"
+           if mdr["count_writes"] else "")))
+    mid_rounds = [x["rate"] / y["rate"] for x, y in zip(res[("MIDLIST", "random")], res[("MIDLIST", "increasing")])]
+    mid_ratio = med(mid_rounds)
+    mid_us = {o: med([x["usec_per_call"] for x in res[("MIDLIST", o)]]) for o in ("random", "increasing")}
+    targets.append((
+        f"enqueue into a {lbl(b.midlist_m)}-job collation, random / increasing priorities", ">= 0.5x",
+        f"{mid_ratio:.2f}x", mid_ratio >= 0.5,
+        "rounds: " + ", ".join(f"{x:.2f}" for x in mid_rounds)
+        + f"; server µs per enqueue {mid_us['random']:.2f} / {mid_us['increasing']:.2f} "
+        f"({mid_us['increasing'] / mid_us['random']:.2f}x as a rate)"))
+    ref, xr = b.rdb_reference, b.rdb_info["module"]
+    if ref:
+        save_r = (xr["save"] / d1) / (ref["save"] / ref["jobs"])
+        load_r = (xr["load"] / d1) / (ref["load"] / ref["jobs"])
+        worst = max(save_r, load_r)
+        targets.append((
+            f"RDB `SAVE` and load of the {lbl(d1)}-job queue / the reference run (per job, the slower of the two)",
+            "<= 1.15x", f"{worst:.2f}x", worst <= 1.15,
+            (f"SAVE {xr['save']:.2f} s ({save_r:.2f}x), load {xr['load']:.2f} s ({load_r:.2f}x); reference: "
+             f"commit {ref['commit']}, {ref['label']} jobs, SAVE {ref['save']:.2f} s, load {ref['load']:.2f} s "
+             "(docs/benchmarks.md as committed); 1.15x is the band runs on this machine move within")))
+    else:
+        targets.append((f"RDB `SAVE` and load of the {lbl(d1)}-job queue / the reference run", "<= 1.15x",
+                        "no reference", None, "no RDB row in the committed docs/benchmarks.md"))
+
+    # issue 12: running cap, MPOP, ACK ... NEXT
+    cap_rounds = [c["rps"] / u["rps"] for c, u in zip(res[("CAPPED", 16)], res[("UNCAPPED", 16)])]
+    cap_ratio = med(cap_rounds)
+    cap_us = {k: med([x["usec"] for x in res[(k, 16)]]) for k in ("CAPPED", "UNCAPPED")}
+    targets.append((
+        (f"leased `ORCA.POP` with {b.cap_info['capped']:,} reservations of a capped collation in front / "
+         "uncapped, `-P 16`"), "within 1.5x (>= 0.67x)", f"{cap_ratio:.2f}x", cap_ratio >= 1 / 1.5,
+        "rounds: " + ", ".join(f"{x:.2f}" for x in cap_rounds)
+        + f"; server µs {cap_us['CAPPED']:.2f} / {cap_us['UNCAPPED']:.2f}; none of the capped collation's "
+        "jobs was handed out"))
+    mp_us = {k: med([x["usec"] for x in res[(k, 16)]]) for k in ("MP_POP", "MP_LAST", "MP_ALL", "MP_EMPTY")}
+    poll_us = mp_us["MP_POP"] + 3 * mp_us["MP_EMPTY"]
+    mp_last = med([x["rps"] / y["rps"] for x, y in zip(res[("MP_LAST", 16)], res[("MP_POP", 16)])])
+    mp_all = med([x["rps"] / y["rps"] for x, y in zip(res[("MP_ALL", 16)], res[("MP_POP", 16)])])
+    targets.append((
+        ("`ORCA.MPOP` over 4 queues, jobs only in the last: server µs / polling the 4 "
+         "(3 empty `ORCA.POP` + 1), `-P 16`"), "<= 1x (proposed)", f"{mp_us['MP_LAST'] / poll_us:.2f}x",
+        mp_us["MP_LAST"] <= poll_us,
+        (f"{mp_us['MP_LAST']:.2f} µs against {mp_us['MP_POP']:.2f} + 3 × {mp_us['MP_EMPTY']:.2f}; "
+         f"rate / `ORCA.POP`: {mp_last:.2f}x (jobs in all 4: {mp_all:.2f}x, {mp_us['MP_ALL']:.2f} µs)")))
+    wa, wn = res[("WORKER", "ack")], res[("WORKER", "next")]
+    w_rounds = [n["rate"] / a["rate"] for n, a in zip(wn, wa)]
+    w_ratio = med(w_rounds)
+    w_us = {m: med([x["usec_per_job"] for x in res[("WORKER", m)]]) for m in ("ack", "next")}
+    targets.append((
+        f"worker cycle `POP`, then `ACK ... NEXT` / `POP` + `ACK` (jobs/s, same {CLIENT_CONNS} conns)",
+        ">= 1x (proposed)", f"{w_ratio:.2f}x", w_ratio >= 1,
+        "rounds: " + ", ".join(f"{x:.2f}" for x in w_rounds)
+        + f"; server µs per job {w_us['next']:.2f} / {w_us['ack']:.2f}"))
+
     svg_name = "bench-depth.svg"
     svg_depth(b, os.path.join(outdir, svg_name))
 
@@ -887,6 +1244,56 @@ def write_report(b, outdir, total_wall, commit):
       "is charged its size class: this template's payload fits the 1024-byte class in both "
       "layouts; a payload just above a class boundary (e.g. 1025..1280 bytes) costs up to 255 "
       "bytes more per job in either layout.\n")
+    w("## Memory after a drain\n")
+    w(f"A queue is filled to {mdr['peak']:,} jobs by the pipelined loader (the {b.payload}-byte job, one "
+      f"collation per 4 jobs, as in the depth table) and drained back to {mdr['keep']:,} by "
+      f"`ORCA.POP dq LEASE 0`, one job per command (pipelines of 16 on {CLIENT_CONNS} connections), as "
+      "workers take them: the module moves a few records per write into the free slots below a new "
+      "bound and frees what is above, so the drain itself gives the memory back. The *fresh* queue is "
+      f"the very {mdr['keep']:,} jobs left (read back with `ORCA.LIST` in pop order: the same configs, so the "
+      f"same orca keys, the same {mdr['collations_left']:,} collations, the same priorities) enqueued into a "
+      "new key that never held more: what these jobs cost in a queue that had no rush. Not a `COPY` of "
+      "the drained key (a copy is built from the drained queue), nor other jobs of the same count (other "
+      "collations). *vs fresh* compares `MEMORY USAGE`; `used_memory` is the whole server's, for context "
+      "(the allocator may keep freed pages).\n")
+    w("| queue | jobs | `MEMORY USAGE` | `used_memory` after | vs fresh |")
+    w("|---|---|---|---|---|")
+    w(f"| empty server | 0 | | {fmt_mb(mdr['mem0'])} | |")
+    w(f"| filled | {mdr['peak']:,} | {fmt_mb(mdr['mu_full'])} | {fmt_mb(mdr['mem_full'])} | "
+      f"{mdr['mu_full'] / mdr['mu_fresh']:.0f}x |")
+    w(f"| drained by single pops | {mdr['keep']:,} | {fmt_mb(mdr['mu_drained'])} | {fmt_mb(mdr['mem_drained'])} | "
+      f"**{drain_ratio:.2f}x** |")
+    w(f"| fresh: the same jobs in a new key | {mdr['keep']:,} | {fmt_mb(mdr['mu_fresh'])} | "
+      f"+{fmt_mb(mdr['mem_fresh'])} | 1.00x |")
+    w(f"| drained by pops of `COUNT 1000` (one write per 1,000 jobs) | {mdr['keep']:,} | "
+      f"{fmt_mb(mdr['mu_count'])} | | {mdr['mu_count'] / mdr['mu_fresh']:.1f}x |")
+    if mdr["count_writes"]:
+        w(f"| the same after {mdr['count_writes']} more writes (`ORCA.TICK`) | {mdr['keep']:,} | "
+          f"{fmt_mb(mdr['mu_count_after'])} | | {mdr['mu_count_after'] / mdr['mu_fresh']:.2f}x |")
+    w("")
+    w("The `COUNT 1000` rows refill the queue and drain it with `ORCA.POP dq LEASE 0 COUNT 1000`: each "
+      "pop is one write however many jobs it takes, so the drain moves few records and the memory comes "
+      "back over the writes that follow (any write to the queue, or the server's timer on it; here "
+      "`ORCA.TICK`, counted in tens until the queue is under 4x its fresh size).\n")
+    w("## Reservations mid-collation\n")
+    w(f"One collation (`user.000000000000` of one key) is filled with {b.midlist_m:,} jobs, then fed "
+      f"{b.midlist_m:,} more, by the bench client on one connection (so the increasing order is exact), "
+      f"pipelines of {MIDLIST_PIPELINE} `ORCA.ENQUEUE` (deep enough that the server's time, not the round trips, "
+      "sets the rate; the configs are built before the clock starts; the rate is that of the second part "
+      "only). "
+      "*increasing*: each job's priority is above every earlier one, so its reservation (arrival + "
+      "priority) goes at the end of the collation's reservation list; *random*: priorities uniform over "
+      "~2.2 hours (7-digit ms, so the payloads of both have the same length), so each new reservation "
+      f"lands mid-list. Median of {b.rounds} rounds, the variants' order turning each round; *server µs* "
+      "is `INFO commandstats` over the timed part. After each run the key holds every job in one "
+      "collation and passes `ORCA.CHECK`.\n")
+    w("| priorities | enqueues/s (median) | server µs per enqueue | vs increasing |")
+    w("|---|---|---|---|")
+    for o in ("increasing", "random"):
+        rate = med([x["rate"] for x in res[("MIDLIST", o)]])
+        w(f"| {o} | {fmt_rate(rate)} | {mid_us[o]:.2f} | "
+          f"{'1.00x' if o == 'increasing' else f'{mid_ratio:.2f}x (median of the rounds)'} |")
+    w("")
     w("## RDB persistence\n")
     w("`SAVE` timed by the client; load time from the server log (`DB loaded from disk`) after a "
       "restart on the saved file; the job count is checked after the load.\n")
@@ -899,6 +1306,68 @@ def write_report(b, outdir, total_wall, commit):
             continue
         x = b.rdb_info[k]
         w(f"| {name} | {x['save']:.2f} | {x['size'] / 1e6:.0f} | {x['load']} | {x['start']:.2f} |")
+    if ref:
+        w(f"| reference run (commit {ref['commit']}, docs/benchmarks.md as committed): Orca queue, "
+          f"{ref['label']} jobs | {ref['save']:.2f} | {ref['size']} | {ref['load']} | |")
+    w("")
+    w("## Fair workers: running cap, `ORCA.MPOP`, `ACK ... NEXT`\n")
+    ci = b.cap_info
+    w("### A pop with a capped collation in front\n")
+    w(f"Two queues with the same jobs: {ci['capped'] + 1:,} of one collation (`{b.capped_name}`) and "
+      f"{ci['others']:,} others, one collation each (students with one submission). *capped*: "
+      f"`MAXRUNNING 1`; the collation's jobs were enqueued first (the earliest reservations) and one of "
+      f"them popped and leased, so the collation is at its cap and every pop must pass its "
+      f"{ci['capped']:,} queued reservations. *uncapped*: `MAXRUNNING 0`, the collation's jobs enqueued "
+      f"after the others (at the back), one other job leased. Each round, redis-benchmark pops "
+      f"{ci['per_run']:,} jobs from each (`ORCA.POP q LEASE {LEASE_MS}`, `-P 16`, {RB_CLIENTS} connections; "
+      "every pop must hand out a job), the two queues' order turning each round. After the rounds "
+      "`ORCA.STATUS` of each of the capped collation's jobs shows it still queued and `capped` (one "
+      "leased), and `ORCA.CHECK` passes.\n")
+    w("| queue | pops/s (median) | server µs per pop | vs uncapped |")
+    w("|---|---|---|---|")
+    unc_rate = med([x["rps"] for x in res[("UNCAPPED", 16)]])
+    w(f"| uncapped | {fmt_rate(unc_rate)} | {cap_us['UNCAPPED']:.2f} | 1.00x |")
+    w(f"| capped, {ci['capped']:,} reservations of the capped collation in front | "
+      f"{fmt_rate(med([x['rps'] for x in res[('CAPPED', 16)]]))} | {cap_us['CAPPED']:.2f} | "
+      f"{cap_ratio:.2f}x (median of the rounds) |")
+    w("")
+    w("### `ORCA.MPOP` over 4 queues\n")
+    w(f"redis-benchmark ({RB_CLIENTS} connections), every pop leased (`LEASE {LEASE_MS}`), each run on a "
+      f"queue filled with as many jobs as it pops ({b.mpop_n[1]:,} with `-P 1`, {b.mpop_n[16]:,} with "
+      "`-P 16`). *jobs only in the last*: the first three queues exist but are empty (every call looks at "
+      "them first); *jobs in all*: the first queue hands out (the other three hold jobs that must stay). "
+      f"Median of {b.rounds} rounds per pipelining, the four runs' order turning each round; *vs POP* is "
+      "the median of the rounds' ops/s divided by the one-queue `ORCA.POP` run's of the same round. "
+      "Polling 4 queues in turn costs 3 empty pops and a pop per job: the target row compares MPOP's "
+      "server time with that.\n")
+    w("| operation | -P 1 ops/s | server µs | vs POP | -P 16 ops/s | server µs | vs POP |")
+    w("|---|---|---|---|---|---|---|")
+    for label, key in (("`ORCA.POP q` (one queue)", "MP_POP"),
+                       ("`ORCA.MPOP 4 q1 q2 q3 q4`, jobs only in q4", "MP_LAST"),
+                       ("`ORCA.MPOP 4 q1 q2 q3 q4`, jobs in all (q1 hands out)", "MP_ALL"),
+                       ("`ORCA.POP` of an empty queue (nil)", "MP_EMPTY")):
+        cells = [label]
+        for P in (1, 16):
+            vs = med([x["rps"] / y["rps"] for x, y in zip(res[(key, P)], res[("MP_POP", P)])])
+            cells += [fmt_rate(med([x["rps"] for x in res[(key, P)]])),
+                      f"{med([x['usec'] for x in res[(key, P)]]):.2f}", f"{vs:.2f}x"]
+        w("| " + " | ".join(cells) + " |")
+    w("")
+    w("### The worker cycle\n")
+    w(f"The bench client's worker loop on {b.worker_n:,} queued jobs, {CLIENT_CONNS} connections each taking "
+      f"one job at a time (no pipelining), every job leased (`LEASE {LEASE_MS}`) and acked: *POP + ACK* "
+      "pops, then acks (two round trips per job); *ACK ... NEXT* pops once, then finishes each job with "
+      "`ORCA.ACK q <key> <lease> NEXT LEASE <ms>`, whose reply is the next job (one round trip per job; "
+      "each connection's last job gets a plain ACK). *server µs per job* is the `usec` of ORCA.POP and "
+      f"ORCA.ACK over the jobs. Median of {b.rounds} rounds, the two loops' order turning each round, each "
+      "run on a freshly filled queue, checked empty with no lease left after it.\n")
+    w("| worker loop | jobs/s (median) | round trips per job | server µs per job | vs POP + ACK |")
+    w("|---|---|---|---|---|")
+    for label, m in (("`POP` + `ACK`", "ack"), ("`POP`, then `ACK ... NEXT`", "next")):
+        rr = res[("WORKER", m)]
+        w(f"| {label} | {fmt_rate(med([x['rate'] for x in rr]))} | "
+          f"{med([float(x['round_trips_per_job']) for x in rr]):.2f} | {w_us[m]:.2f} | "
+          f"{'1.00x' if m == 'ack' else f'{w_ratio:.2f}x (median of the rounds)'} |")
     w("")
     w("## Run time by section\n")
     w("| section | seconds |\n|---|---|")
@@ -971,11 +1440,13 @@ def main():
     if not os.path.isfile(MODULE):
         sys.exit(f"{MODULE} not found: run `make build` first")
     commit = source_commit()
+    reference = reference_run()  # before this run may overwrite docs/benchmarks.md
     client_bin = build_client()
     workdir = tempfile.mkdtemp(prefix="orca-bench-")
     outdir = args.out or (tempfile.mkdtemp(prefix="orca-bench-out-") if args.quick else os.path.join(ROOT, "docs"))
     os.makedirs(outdir, exist_ok=True)
     b = Bench(args, workdir, client_bin)
+    b.rdb_reference = reference
 
     def on_signal(signum, _frame):
         raise SystemExit(f"interrupted by signal {signum}")
@@ -993,7 +1464,8 @@ def main():
     print()
     print(f"{'target':72s} {'wanted':>8s} {'this run':>10s}  verdict")
     for name, want, got, ok, _ in targets:
-        print(f"{name.replace('`', ''):72s} {want:>8s} {got:>10s}  {'PASS' if ok else 'MISS'}")
+        print(f"{name.replace('`', ''):72s} {want:>8s} {got:>10s}  "
+              f"{'not judged' if ok is None else 'PASS' if ok else 'MISS'}")
     print(f"\nwrote {os.path.join(outdir, 'benchmarks.md')} and bench-depth.svg "
           f"({(time.time() - t_start) / 60:.1f} min)")
 
