@@ -61,6 +61,14 @@ fn track(ctx: &Context, name: &RedisString, q: &Queue) {
     tracking::track(selected_db(ctx), name.as_slice(), q.next_deadline());
 }
 
+/// Record moves after a write that took the queue from `before` to
+/// `after` jobs: a few always, and two per job removed, so a write that
+/// removes many (POP COUNT 1000, MPOP, a TICK expiring a backlog) keeps the
+/// shrinks in step with the drain (docs/design.md, "Memory after a drain").
+fn compaction_budget(before: usize, after: usize) -> usize {
+    MOVES_PER_WRITE + 2 * before.saturating_sub(after)
+}
+
 /// Run `op` on the queue at `name`, creating it (with the module's default
 /// settings) if the key is empty and `create` is set. A new queue is stored
 /// only if `op` succeeds, so a failed command leaves no empty key behind.
@@ -76,9 +84,10 @@ pub fn write_queue<T>(
     match key.get_value::<Queue>(&QUEUE_TYPE)? {
         Some(q) => {
             let before = stats::counts(q);
+            let len = q.len();
             let v = op(q);
             if v.is_ok() {
-                q.maintain(MOVES_PER_WRITE);
+                q.maintain(compaction_budget(len, q.len()));
             }
             stats::changed(before, stats::counts(q));
             let v = v?;
@@ -122,8 +131,9 @@ pub fn open_for_tick(
     let key = ctx.open_key_writable(name);
     let q = key.get_value::<Queue>(&QUEUE_TYPE).ok().flatten()?;
     let before = stats::counts(q);
+    let len = q.len();
     let report = tick(q);
-    q.maintain(MOVES_PER_WRITE);
+    q.maintain(compaction_budget(len, q.len()));
     stats::changed(before, stats::counts(q));
     Some((report, q.next_deadline()))
 }
