@@ -1,23 +1,36 @@
-//! Long random operation sequences on the queue core against the model
-//! (`queue_model.rs`), in LIFO and FIFO queues. After every step
-//! `check()`, `len()`, `collation_count()`, `pop_order()` and a sample of
-//! `info()`/`position()` are compared with the model, and a failing
-//! operation must leave `encode()` unchanged. Every 100 steps the queue goes
-//! through `encode`/`decode` (byte-identical), and the decoded copy is
-//! driven alongside and must keep behaving identically.
+//! Long random operation sequences on the queue core against the order
+//! model (`queue_model.rs`, with `gates_model.rs` and `window_model.rs`),
+//! in LIFO and FIFO queues: enqueue (directly or through a JSON config,
+//! some naming gates), immediate / re-enqueue, release, delay, delete, pop,
+//! order changes, and in most sequences gates closed, opened and dropped
+//! (held jobs updated, upgraded, deleted, refused by MOVE, released exactly
+//! as if enqueued at their arrival) and the automatic delay turned on,
+//! changed and off. After every step `check()`, `len()`, `held_len()`,
+//! `gate_list()`, `collation_count()`, `pop_order()`, the held listing and
+//! a sample of `info()`/`position()` are compared with the model, and a
+//! failing operation must leave `encode()` unchanged. Every 100 steps the
+//! queue goes through `encode`/`decode` (byte-identical), and the decoded
+//! copy is driven alongside and must keep behaving identically. At the end
+//! every gate is opened and the queue drained.
 //!
 //! A failure prints the seed, the collation order, the step number, the
 //! operation that failed and the operations leading up to it; re-run with
 //! `ORCA_PROP_SEED=<seed>` to replay it (`ORCA_PROP_STEPS`: steps per
 //! sequence, default 3000).
 
+mod generate;
+
+pub use generate::pool_cfg;
+
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
-use orca::core::{parse_config, JobConfig, JobKey, Move, Order, Queue, QueueError, MAX_TIME};
+use orca::core::settings::AutoDelay;
+use orca::core::{JobKey, Move, Order, Put, Queue, QueueError, Settings};
 
-use crate::common::{json_str, seeds, steps, Rng};
+use crate::common::{seeds, steps, Rng};
+pub use crate::gates_model::{compare_gates, GateOp};
 use crate::queue_model::*;
 use crate::support::*;
 
@@ -32,12 +45,26 @@ pub const COLLS: [&str; 4] = [
 
 pub const POOL: usize = 80;
 
+/// Gates: the first `CONFIG_GATES` can be named by a config (a JSON
+/// string); the others only by `ORCA.GATE`, which takes any bytes ("Gate
+/// names are binary-safe"): they are closed, opened and dropped, and never
+/// hold anything.
+pub const GATES: [&[u8]; 5] = [
+    b"img-hw1",
+    b"img-hw2",
+    "\u{e9}t\u{e9} \"2\"".as_bytes(),
+    b"\x00\xff\xfe binary",
+    &[b'g'; 300],
+];
+pub const CONFIG_GATES: usize = 3;
+
 #[derive(Clone, Debug)]
 pub enum Op {
     Enqueue {
         key: usize,
         coll: Option<&'static str>,
         priority: i64,
+        gate: Option<usize>,
         payload: Vec<u8>,
         now: i64,
         json: bool,
@@ -45,6 +72,7 @@ pub enum Op {
     Immediate {
         key: usize,
         coll: Option<&'static str>,
+        gate: Option<usize>,
         payload: Vec<u8>,
         arrival: i64,
         json: bool,
@@ -62,6 +90,11 @@ pub enum Op {
     },
     Pop,
     SetOrder(Order),
+    Gate {
+        gate: usize,
+        op: GateOp,
+    },
+    SetAutoDelay(AutoDelay),
 }
 
 /// Pool key `i`: name `k<i>`, with a response_url for odd `i`.
@@ -77,58 +110,6 @@ pub fn pool_url(i: usize) -> String {
     }
 }
 
-/// The config of pool key `i`, built directly or through `parse_config` on a
-/// JSON config (checking both agree).
-pub fn pool_cfg(
-    i: usize,
-    job_key: JobKey,
-    coll: Option<&str>,
-    priority: i64,
-    json: bool,
-) -> Result<JobConfig, String> {
-    let name = pool_name(i);
-    let url = pool_url(i);
-    let direct = JobConfig {
-        job_key,
-        collation: coll.map(str::to_string),
-        priority,
-        gate: None,
-    };
-    if !json || !(0..=MAX_TIME).contains(&priority) {
-        return Ok(direct);
-    }
-    let coll_json = match coll {
-        None if i.is_multiple_of(3) => ",\"collation\":null".to_string(),
-        None => String::new(),
-        Some(c) => {
-            let (kind, id) = c.split_once('.').unwrap();
-            if kind == "team" && id.bytes().all(|b| b.is_ascii_digit()) {
-                // Integer ids are accepted and stringified.
-                format!(",\"collation\":{{\"type\":\"team\",\"id\":{id}}}")
-            } else {
-                format!(
-                    ",\"collation\":{{\"type\":{},\"id\":{}}}",
-                    json_str(kind),
-                    json_str(id)
-                )
-            }
-        }
-    };
-    let text = format!(
-        "{{\"key\":{},\"response_url\":{}{coll_json},\"priority\":{priority},\"script\":[\"make test\"],\"extra\":{{\"a\":[1,2,{{}}]}}}}",
-        json_str(&name),
-        json_str(&url)
-    );
-    let parsed =
-        parse_config(text.as_bytes()).map_err(|e| format!("parse_config({text}) failed: {e}"))?;
-    if parsed != direct {
-        return Err(format!(
-            "parse_config({text}) = {parsed:?}, expected {direct:?}"
-        ));
-    }
-    Ok(parsed)
-}
-
 pub struct Harness {
     pub rng: Rng,
     pub q: Queue,
@@ -141,6 +122,10 @@ pub struct Harness {
     pub pool_index: HashMap<JobKey, usize>,
     pub last_popped: Option<(usize, i64)>,
     pub allow_set_order: bool,
+    /// Configs name gates and gates are closed, opened and dropped.
+    pub gates_on: bool,
+    /// The automatic delay is turned on, changed and off.
+    pub autodelay_on: bool,
 }
 
 impl Harness {
@@ -160,142 +145,8 @@ impl Harness {
             pool_index,
             last_popped: None,
             allow_set_order: seed % 4 == 3,
-        }
-    }
-
-    pub fn payload(&mut self, step: usize) -> Vec<u8> {
-        match self.rng.below(10) {
-            0 => Vec::new(),
-            1 => (0..self.rng.below(20))
-                .map(|_| self.rng.next_u64() as u8)
-                .collect(),
-            _ => format!("p{step}").into_bytes(),
-        }
-    }
-
-    pub fn coll(&mut self) -> Option<&'static str> {
-        match self.rng.below(100) {
-            0..=34 => Some(COLLS[0]),
-            35..=59 => Some(COLLS[1]),
-            60..=74 => Some(COLLS[2]),
-            75..=79 => Some(COLLS[3]),
-            _ => None,
-        }
-    }
-
-    /// A key for move/delete: usually a queued job, sometimes any pool key.
-    pub fn target(&mut self) -> usize {
-        let n = self.model.len();
-        if n > 0 && self.rng.chance(85) {
-            let key = self.model.jobs[self.rng.below(n as u64) as usize].key;
-            self.pool_index[&key]
-        } else {
-            self.rng.below(POOL as u64) as usize
-        }
-    }
-
-    pub fn gen_op(&mut self, step: usize) -> Op {
-        self.now += match self.rng.below(100) {
-            0..=29 => 0,
-            30..=79 => self.rng.range(1, 20),
-            80..=94 => self.rng.range(21, 500),
-            _ => self.rng.range(1000, 20_000),
-        };
-        let now = self.now;
-        let mut r = self.rng.below(1000);
-        // Phases of 300 steps: fill (few pops), balanced, drain (many pops),
-        // so queues get long and collations deep, then empty out again.
-        match (step / 300) % 3 {
-            0 if (690..=997).contains(&r) && self.rng.chance(75) => r = self.rng.below(360),
-            2 if r < 460 && self.rng.chance(30) => r = 800,
-            _ => {}
-        }
-        match r {
-            0..=359 => {
-                let priority = match self.rng.below(1000) {
-                    0..=249 => 0,
-                    250..=399 => 1000,
-                    400..=499 => 60_000,
-                    500..=599 => 10 * self.rng.range(0, 20),
-                    600..=993 => self.rng.range(0, 3000),
-                    994..=995 => MAX_TIME - now, // release exactly MAX_TIME
-                    996..=997 => MAX_TIME,       // overflows (now > 0)
-                    _ => i64::MAX,               // checked_add overflow
-                };
-                Op::Enqueue {
-                    key: self.rng.below(POOL as u64) as usize,
-                    coll: self.coll(),
-                    priority,
-                    payload: self.payload(step),
-                    now,
-                    json: self.rng.chance(30),
-                }
-            }
-            360..=459 => {
-                let (key, arrival) = match (self.last_popped, self.rng.below(100)) {
-                    // A worker hands its job back: immediate at its arrival.
-                    (Some((key, created)), 0..=24) => {
-                        self.last_popped = None;
-                        (key, created)
-                    }
-                    (_, r) => {
-                        let key = if self.rng.chance(50) {
-                            self.target()
-                        } else {
-                            self.rng.below(POOL as u64) as usize
-                        };
-                        let arrival = match r {
-                            0..=49 => now,
-                            50..=74 => (now - self.rng.range(0, 5000)).max(0),
-                            75..=89 => {
-                                let n = self.model.len();
-                                if n == 0 {
-                                    now
-                                } else {
-                                    self.model.jobs[self.rng.below(n as u64) as usize].created_at
-                                }
-                            }
-                            90..=95 => 0,
-                            96..=97 => -1,
-                            _ => MAX_TIME + 1,
-                        };
-                        (key, arrival)
-                    }
-                };
-                Op::Immediate {
-                    key,
-                    coll: self.coll(),
-                    payload: self.payload(step),
-                    arrival,
-                    json: self.rng.chance(30),
-                }
-            }
-            460..=529 => Op::Release {
-                key: self.target(),
-                now: match self.rng.below(100) {
-                    0 => -1,
-                    1 => MAX_TIME + 1,
-                    _ => now,
-                },
-            },
-            530..=609 => Op::Delay {
-                key: self.target(),
-                buffer: match self.rng.below(100) {
-                    0..=19 => 0,
-                    20..=29 => 1,
-                    30..=79 => 10_000,
-                    80..=97 => self.rng.range(0, 100_000),
-                    _ => MAX_TIME,
-                },
-            },
-            610..=689 => Op::Delete { key: self.target() },
-            690..=997 => Op::Pop,
-            _ if self.allow_set_order => Op::SetOrder(if self.rng.chance(50) {
-                Order::Lifo
-            } else {
-                Order::Fifo
-            }),
-            _ => Op::Pop,
+            gates_on: seed % 5 != 4,
+            autodelay_on: seed % 3 != 1,
         }
     }
 
@@ -312,31 +163,36 @@ impl Harness {
         };
         let kind_of = |j: Option<&MJob>| match j {
             None => "missing",
+            Some(j) if j.held.is_some() && j.immediate => "held immediate",
+            Some(j) if j.held.is_some() => "held",
             Some(j) if j.immediate => "immediate",
             Some(j) if j.collated => "collated",
             Some(_) => "single",
         };
+        let delayed = |p: &Put| if p.delay > 0 { ", auto-delayed" } else { "" };
         let (touched, failed, label) = match op {
             Op::Enqueue {
                 key,
                 coll,
                 priority,
+                gate,
                 payload,
                 now,
                 json,
             } => {
-                let c = pool_cfg(*key, self.pool[*key], *coll, *priority, *json)?;
+                let c = pool_cfg(*key, self.pool[*key], *coll, *priority, *gate, *json)?;
                 let want = self.model.enqueue(&c, payload, *now);
                 let got = self.on_both("enqueue", &want, |q| {
-                    q.enqueue(&c, payload, *now)
-                        .map(|(i, p)| (conv(&i), p.created))
+                    q.enqueue(&c, payload, *now).map(|(i, p)| (conv(&i), p))
                 })?;
                 let label = match &got {
                     Err(e) => format!("enqueue: {e:?}"),
-                    Ok((_, true)) => {
-                        format!("enqueue: new {}", kind_of(self.model.job(&c.job_key)))
-                    }
-                    Ok((i, false)) => {
+                    Ok((_, p)) if p.created => format!(
+                        "enqueue: new {}{}",
+                        kind_of(self.model.job(&c.job_key)),
+                        delayed(p)
+                    ),
+                    Ok((i, _)) => {
                         format!("enqueue: update of {}", kind_of(self.model.job(&i.key)))
                     }
                 };
@@ -345,22 +201,25 @@ impl Harness {
             Op::Immediate {
                 key,
                 coll,
+                gate,
                 payload,
                 arrival,
                 json,
             } => {
-                let c = pool_cfg(*key, self.pool[*key], *coll, 0, *json)?;
+                let c = pool_cfg(*key, self.pool[*key], *coll, 0, *gate, *json)?;
                 let was = kind_of(self.model.job(&c.job_key));
                 let want = self.model.put_immediate(&c, payload, *arrival);
                 let got = self.on_both("put_immediate", &want, |q| {
                     q.put_immediate(&c, payload, *arrival)
-                        .map(|(i, p)| (conv(&i), p.created))
+                        .map(|(i, p)| (conv(&i), p))
                 })?;
                 let label = match &got {
                     Err(e) => format!("immediate: {e:?}"),
-                    Ok((_, true)) => "immediate: new".to_string(),
-                    Ok((_, false)) if was == "immediate" => "immediate: update".to_string(),
-                    Ok((_, false)) => format!("immediate: upgrade of {was}"),
+                    Ok((_, p)) if p.created => {
+                        format!("immediate: new {}", kind_of(self.model.job(&c.job_key)))
+                    }
+                    Ok(_) if was == "immediate" => "immediate: update".to_string(),
+                    Ok(_) => format!("immediate: upgrade of {was}"),
                 };
                 (Some(c.job_key), got.is_err(), label)
             }
@@ -416,6 +275,48 @@ impl Harness {
                 ensure!(self.q.order() == *order, "set_order did not take");
                 (None, false, "set_order".to_string())
             }
+            Op::Gate { gate, op } => {
+                let g = GATES[*gate];
+                let held = self.model.held_keys(g).len();
+                let closed = self.model.gates.contains(g);
+                let label = match op {
+                    GateOp::Close => {
+                        let want = self.model.close_gate(g);
+                        self.on_both("close_gate", &want, |q| q.close_gate(g))?;
+                        format!("gate close: was open {want}")
+                    }
+                    GateOp::Open => {
+                        let want = Ok(self.model.open_gate(g));
+                        let _ = self.on_both("open_gate", &want, |q| q.open_gate(g))?;
+                        format!("gate open: closed {closed}, released {}", held.min(3))
+                    }
+                    GateOp::Drop => {
+                        let want: Result<Vec<Vec<u8>>, QueueError> = Ok(self.model.drop_gate(g));
+                        let _ = self.on_both("drop_gate", &want, |q| {
+                            q.drop_gate(g)
+                                .map(|v| v.into_iter().map(|b| b.to_vec()).collect())
+                        })?;
+                        format!("gate drop: closed {closed}, dropped {}", held.min(3))
+                    }
+                };
+                (None, false, label)
+            }
+            Op::SetAutoDelay(a) => {
+                self.model.window.set(*a);
+                for q in [&mut self.q, &mut self.twin] {
+                    let s = Settings {
+                        autodelay: *a,
+                        ..*q.settings()
+                    };
+                    q.set_settings(s)
+                        .map_err(|e| format!("set_settings({a:?}) failed: {e}"))?;
+                }
+                ensure!(
+                    self.q.settings().autodelay == *a,
+                    "the auto delay did not take"
+                );
+                (None, false, format!("autodelay: on {}", a.window > 0))
+            }
         };
         if failed {
             ensure!(
@@ -459,7 +360,7 @@ impl Harness {
                 kname(key)
             ),
         }
-        let want = self.model.position(key).ok_or(QueueError::NoSuchJob);
+        let want = self.model.position(key);
         let got = self.q.position(key);
         ensure!(
             got == want,
@@ -496,6 +397,7 @@ impl Harness {
             names(&got),
             names(&want)
         );
+        self.verify_gates()?;
         if let Some(key) = touched {
             self.compare_job(&key)?;
         }
@@ -508,12 +410,62 @@ impl Harness {
                 let key = self.pool[self.rng.below(POOL as u64) as usize];
                 self.compare_job(&key)?;
             }
-            if self.model.len() > 0 {
-                let key = self.model.jobs[self.rng.below(self.model.len() as u64) as usize].key;
+            if !self.model.jobs.is_empty() {
+                let n = self.model.jobs.len() as u64;
+                let key = self.model.jobs[self.rng.below(n) as usize].key;
                 self.compare_job(&key)?;
             }
         }
         Ok(())
+    }
+
+    /// Held jobs and gates: counts, each closed gate with its held count,
+    /// the held listing (all, one gate, a page) and the settings.
+    pub fn verify_gates(&mut self) -> Result<(), String> {
+        let m = &self.model;
+        compare_gates(&self.q, m)?;
+        let held = |q: &Queue, gate: Option<&[u8]>, offset, limit| -> Vec<(Info, Vec<u8>)> {
+            q.held_list(gate, offset, limit)
+                .into_iter()
+                .map(|(i, g)| (conv(&i), g.to_vec()))
+                .collect()
+        };
+        let all = m.held_list(None);
+        let got = held(&self.q, None, 0, usize::MAX);
+        ensure!(got == all, "held_list() = {got:?}\n  model says {all:?}");
+        let g = GATES[self.rng.below(CONFIG_GATES as u64) as usize];
+        let want = m.held_list(Some(g));
+        let got = held(&self.q, Some(g), 0, usize::MAX);
+        ensure!(
+            got == want,
+            "held_list({}) = {got:?}\n  model says {want:?}",
+            text(g)
+        );
+        let (offset, limit) = (self.rng.below(4) as usize, self.rng.below(4) as usize);
+        let want: Vec<_> = all.into_iter().skip(offset).take(limit).collect();
+        let got = held(&self.q, None, offset, limit);
+        ensure!(
+            got == want,
+            "held_list(offset {offset}, limit {limit}) = {got:?}\n  model says {want:?}"
+        );
+        ensure!(
+            self.q.settings().autodelay == m.window.settings() && self.q.order() == m.order,
+            "settings {:?}, model says order {:?}, auto delay {:?}",
+            self.q.settings(),
+            m.order,
+            m.window.settings()
+        );
+        Ok(())
+    }
+
+    /// Open every closed gate (queue, twin, model), then check everything.
+    pub fn open_all(&mut self) -> Result<(), String> {
+        let gates: Vec<Vec<u8>> = self.model.gates.iter().cloned().collect();
+        for g in gates {
+            let want = Ok(self.model.open_gate(&g));
+            let _ = self.on_both("final open_gate", &want, |q| q.open_gate(&g))?;
+        }
+        self.verify(None, true)
     }
 
     /// Round trip through the codec; the twin (decoded at the previous sync
@@ -563,6 +515,7 @@ impl Harness {
             self.q
                 .check()
                 .map_err(|e| format!("drain: check() failed: {e}"))?;
+            self.model.self_check()?;
             if want.is_none() {
                 break;
             }
@@ -577,28 +530,33 @@ impl Harness {
 
 pub fn describe(op: &Op) -> String {
     let name = |i: &usize| pool_name(*i);
+    let gate = |g: &Option<usize>| g.map(|g| text(GATES[g]));
     match op {
         Op::Enqueue {
             key,
             coll,
             priority,
+            gate: g,
             payload,
             now,
             json,
         } => format!(
-            "enqueue({} coll={coll:?} priority={priority} payload={:?} now={now} json={json})",
+            "enqueue({} coll={coll:?} priority={priority} gate={:?} payload={:?} now={now} json={json})",
             name(key),
+            gate(g),
             String::from_utf8_lossy(payload)
         ),
         Op::Immediate {
             key,
             coll,
+            gate: g,
             payload,
             arrival,
             json,
         } => format!(
-            "put_immediate({} coll={coll:?} payload={:?} arrival={arrival} json={json})",
+            "put_immediate({} coll={coll:?} gate={:?} payload={:?} arrival={arrival} json={json})",
             name(key),
+            gate(g),
             String::from_utf8_lossy(payload)
         ),
         Op::Release { key, now } => format!("move_job({}, Release, now={now})", name(key)),
@@ -606,6 +564,8 @@ pub fn describe(op: &Op) -> String {
         Op::Delete { key } => format!("delete({})", name(key)),
         Op::Pop => "pop()".into(),
         Op::SetOrder(o) => format!("set_order({o:?})"),
+        Op::Gate { gate, op } => format!("{op:?} gate {:?}", text(GATES[*gate])),
+        Op::SetAutoDelay(a) => format!("set autodelay {a:?}"),
     }
 }
 
@@ -646,6 +606,7 @@ pub fn run_sequence(seed: u64, order: Order, steps: usize, stats: &mut Stats) {
         let r = catch_unwind(AssertUnwindSafe(|| {
             let (touched, label) = h.apply(&op)?;
             h.verify(touched, step % 100 == 99)?;
+            h.model.self_check()?;
             if step % 100 == 99 {
                 h.sync()?;
             }
@@ -669,7 +630,11 @@ pub fn run_sequence(seed: u64, order: Order, steps: usize, stats: &mut Stats) {
             .unwrap_or(0);
         stats.max_stack = stats.max_stack.max(deepest);
     }
-    match catch_unwind(AssertUnwindSafe(|| h.sync().and_then(|_| h.drain()))) {
+    match catch_unwind(AssertUnwindSafe(|| {
+        h.sync()?;
+        h.open_all()?;
+        h.drain()
+    })) {
         Ok(Ok(())) => {}
         Ok(Err(msg)) => fail(steps, None, &msg, &log),
         Err(_) => fail(steps, None, "panicked during final sync/drain", &log),
