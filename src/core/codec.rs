@@ -513,6 +513,12 @@ impl Queue {
                 return Err(corrupt("imported collation already in the queue"));
             }
         }
+        if !other.window.is_empty() && !self.settings.autodelay.on() {
+            // Its loader would refuse it after the other units went in.
+            return Err(corrupt(
+                "imported submission window into a queue without an auto delay",
+            ));
+        }
         for (c, _) in other.window.records() {
             if self
                 .coll_id(&other.name_of(c))
@@ -521,15 +527,12 @@ impl Queue {
                 return Err(corrupt("imported submission window already in the queue"));
             }
         }
-        // The merged counters must leave room for every pending lease and
-        // retry (each tick requeue or burial takes a number), as a loaded
-        // queue's do, so the result can always be saved and loaded again.
+        // The merged counters must leave room for every number ticks may
+        // take without asking (`Queue::tick_reserve`), as a loaded queue's
+        // do, so the result can always be saved and loaded again.
         let merged_next = self.next_seq.max(other.next_seq);
-        let pending = self.work.leases.len()
-            + self.work.delayed.len()
-            + other.work.leases.len()
-            + other.work.delayed.len();
-        if merged_next.saturating_add(pending as i64) > SEQ_LOAD_LIMIT {
+        let pending = self.tick_reserve().saturating_add(other.tick_reserve());
+        if merged_next.saturating_add(pending) > SEQ_LOAD_LIMIT {
             return Err(corrupt("counters out of range"));
         }
         // Nonces (and the sequence numbers held jobs will use as nonces)
@@ -996,10 +999,10 @@ impl QueueBuilder {
         // nonces remain unique.
         self.q.next_seq = self.q.next_seq.max(self.max_seq.saturating_add(1));
         self.q.front_tie = self.q.front_tie.min(self.min_tie);
-        // Ticks take one number per pending lease or retry (to requeue or
-        // bury it) without asking: leave room for all of them, so the queue
-        // can always be saved and loaded again.
-        let pending = (self.q.work.leases.len() + self.q.work.delayed.len()) as i64;
+        // Ticks take numbers without asking (`Queue::tick_reserve`): leave
+        // room for all of them, so the queue can always be saved and loaded
+        // again.
+        let pending = self.q.tick_reserve();
         if self.q.next_seq.saturating_add(pending) > SEQ_LOAD_LIMIT {
             return Err(corrupt("counters out of range"));
         }

@@ -43,8 +43,11 @@ pub(crate) struct Gates {
     next_id: u32,
     /// Held jobs (job id -> what their release needs).
     held: IdMap<u32, Held>,
-    /// Held jobs by release time (arrival + priority), for lifetimes.
-    by_release: BTreeSet<(i64, u32)>,
+    /// Held jobs by release time (arrival + priority), then arrival
+    /// sequence, for lifetimes: jobs expiring at one time go in arrival
+    /// order, never in record-id order (ids differ between a queue and its
+    /// loaded copy on a replica).
+    by_release: BTreeSet<(i64, i64, u32)>,
 }
 
 impl Gates {
@@ -83,9 +86,9 @@ impl Gates {
         let id = self.by_name.remove(name)?;
         let gate = self.gates.remove(&id)?;
         let mut jobs = Vec::with_capacity(gate.members.len());
-        for (_, j) in gate.members {
+        for (seq, j) in gate.members {
             if let Some(h) = self.held.remove(&j) {
-                self.by_release.remove(&(h.release, j));
+                self.by_release.remove(&(h.release, seq, j));
                 jobs.push((j, h));
             }
         }
@@ -98,7 +101,7 @@ impl Gates {
             return false;
         };
         g.members.insert((seq, j));
-        self.by_release.insert((held.release, j));
+        self.by_release.insert((held.release, seq, j));
         self.held.insert(j, held);
         true
     }
@@ -110,7 +113,7 @@ impl Gates {
         if let Some(g) = self.gates.get_mut(&h.gate) {
             g.members.remove(&(seq, j));
         }
-        self.by_release.remove(&(h.release, j));
+        self.by_release.remove(&(h.release, seq, j));
         Some(h)
     }
 
@@ -144,7 +147,7 @@ impl Gates {
 
     /// The held job released earliest: (release time, job id).
     pub fn first_release(&self) -> Option<(i64, u32)> {
-        self.by_release.first().copied()
+        self.by_release.first().map(|&(release, _, j)| (release, j))
     }
 
     pub fn heap_bytes(&self) -> usize {
@@ -153,15 +156,14 @@ impl Gates {
     }
 
     /// Job `from` (arrival sequence `seq`) now lives at id `to` (compaction).
-    #[allow(dead_code)] // until the compaction lands
     pub fn relocate(&mut self, from: u32, to: u32, seq: i64) {
         if let Some(h) = self.held.remove(&from) {
             if let Some(g) = self.gates.get_mut(&h.gate) {
                 g.members.remove(&(seq, from));
                 g.members.insert((seq, to));
             }
-            self.by_release.remove(&(h.release, from));
-            self.by_release.insert((h.release, to));
+            self.by_release.remove(&(h.release, seq, from));
+            self.by_release.insert((h.release, seq, to));
             self.held.insert(to, h);
         }
     }
@@ -187,7 +189,7 @@ impl Gates {
             || self
                 .by_release
                 .iter()
-                .any(|(r, j)| self.held.get(j).map(|h| h.release) != Some(*r))
+                .any(|(r, _, j)| self.held.get(j).map(|h| h.release) != Some(*r))
         {
             return Err("held jobs and gates disagree".into());
         }

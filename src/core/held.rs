@@ -13,6 +13,7 @@
 
 use std::borrow::Cow;
 
+use super::codec::MAX_GATE_NAME;
 use super::config::JobKey;
 use super::error::QueueError;
 use super::gates::Held;
@@ -50,11 +51,17 @@ impl Queue {
     }
 
     /// `ORCA.GATE ... CLOSE`: jobs naming `gate` are held from now on.
-    /// Returns whether the gate was open.
-    pub fn close_gate(&mut self, gate: &[u8]) -> bool {
+    /// Returns whether the gate was open. A name the queue could not save
+    /// (empty, or longer than its loaders accept) is refused.
+    pub fn close_gate(&mut self, gate: &[u8]) -> Result<bool, QueueError> {
+        if gate.is_empty() || gate.len() > MAX_GATE_NAME {
+            return Err(QueueError::BadSetting(format!(
+                "gate names must be 1 to {MAX_GATE_NAME} bytes"
+            )));
+        }
         let was_open = self.gates.closed(gate).is_none();
         self.gates.close(gate);
-        was_open
+        Ok(was_open)
     }
 
     /// Hold new job `j` (arrival sequence `seq`, its stack key set) behind

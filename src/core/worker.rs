@@ -304,6 +304,16 @@ impl Queue {
 
     /// Make `job` the dead letter of `key` (replacing an older one), then
     /// keep the dead list within the queue's bound.
+    /// The sequence numbers ticks may take from now on without checking
+    /// for room (writes check, ticks cannot refuse): a lease or a retry
+    /// takes one to come back and one more to die of its lifetime later; a
+    /// queued or held job one to die of its lifetime. A loaded queue must
+    /// leave room for all of them below the load limit.
+    pub(crate) fn tick_reserve(&self) -> i64 {
+        let parked = self.work.leases.len() + self.work.delayed.len();
+        (2 * parked + self.len()) as i64
+    }
+
     pub(crate) fn bury(&mut self, key: JobKey, job: Parked, now: i64, cause: DeathCause) {
         self.forget_dead(&key);
         let seq = self.alloc_seq();

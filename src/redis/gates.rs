@@ -51,7 +51,8 @@ pub fn gate<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let gate = gate_arg(ctx, gate)?;
     match op {
         GateOp::Close => {
-            let (closed, created_with) = write_queue(ctx, name, true, |q| Ok(q.close_gate(gate)))?;
+            let (closed, created_with) =
+                write_queue(ctx, name, true, |q| q.close_gate(gate).map_err(core_err))?;
             let closed = closed.unwrap_or(false);
             replicate_created_settings(ctx, name, created_with);
             if closed {

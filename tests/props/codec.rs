@@ -6,7 +6,8 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
-use orca::core::{JobKey, Move, Order, Policy, Queue, QueueError, MAX_TIME};
+use orca::core::settings::AutoDelay;
+use orca::core::{JobKey, Move, Order, Policy, Queue, QueueError, Settings, MAX_TIME};
 
 use crate::common::{seeds, Rng};
 use crate::queue_rules::seed_queue;
@@ -96,7 +97,15 @@ pub fn codec_units_are_canonical_and_self_contained() {
                 .filter(|key| d.info(key).is_ok())
                 .collect();
             assert_eq!(d.pop_order().len(), kept.len());
-            assert!(d.len() < full.len());
+            // The unit held queued jobs, a held job, a closed gate or a
+            // collation's submission window: that is what is lost.
+            assert!(d.len() <= full.len() && d.held_len() <= full.held_len());
+            assert!(
+                d.len() + d.held_len() < full.len() + full.held_len()
+                    || d.gate_list().len() < full.gate_list().len()
+                    || d.encode() != bytes,
+                "seed {seed}: dropping unit {drop} lost nothing"
+            );
         }
         // A duplicated unit is rejected.
         if !units.is_empty() {
@@ -440,5 +449,50 @@ pub fn codec_round_trip_with_every_kind_of_work() {
             .map(|(ds, r)| (deliveries(&ds), r));
         assert_eq!(format!("{a:?}"), format!("{b:?}"));
         assert_eq!(q.encode(), d.encode());
+    }
+}
+
+/// docs/commands.md, ORCA.IMPORT: "it is fully decoded and checked ...
+/// before anything changes, and refused whole if ..."; "into an existing
+/// queue, the queue keeps its settings". A blob that carries a collation's
+/// submission window (its queue had an automatic delay), imported into a
+/// queue without one, passes `absorb`'s checks, then its window unit is
+/// refused by the loader ("submission window without an auto delay")
+/// after the units before it were applied: the import answers an error
+/// and the queue holds half of it. Found by the `codec` fuzz target with
+/// the V2 seeds.
+///
+///     A: SETTINGS AUTODELAY 60000 1000; ENQUEUE a1 (user.1)
+///     B: ENQUEUE x, b at 5000 (no collation); DELETE x; ORCA.IMPORT B <A's blob>
+///     -> ERR corrupt queue data: submission window without an auto delay,
+///        and B now holds a1.
+#[test]
+pub fn codec_bug_import_of_a_window_is_half_applied() {
+    let mut a = Queue::with_settings(Settings {
+        autodelay: AutoDelay {
+            window: 60_000,
+            step: 1_000,
+            cap: 0,
+        },
+        ..Settings::default()
+    });
+    a.enqueue(&cfg("a1", Some("user.1"), 0), b"a1", 1_000)
+        .unwrap();
+    // B's job has another reservation and nonce than A's (seq 2, at 5000).
+    let mut b = Queue::new(Order::Lifo);
+    b.enqueue(&cfg("x", None, 0), b"x", 5_000).unwrap();
+    b.enqueue(&cfg("b", None, 0), b"b", 5_000).unwrap();
+    b.delete(&k("x")).unwrap();
+    let before = b.encode();
+    match b.absorb(a) {
+        Ok(()) => {
+            b.check().unwrap();
+            assert!(b.contains(&k("a1")), "an accepted import holds its jobs");
+        }
+        Err(e) => assert!(
+            b.encode() == before,
+            "IMPORT refused ({e}) yet changed the queue: it now holds {:?}",
+            order_of(&b)
+        ),
     }
 }

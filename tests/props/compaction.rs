@@ -126,8 +126,12 @@ impl Pair {
                 match self.rng.below(3) {
                     0 => ensure_same(
                         "close",
-                        self.q.close_gate(gate.as_bytes()),
-                        self.twin.close_gate(gate.as_bytes()),
+                        self.q
+                            .close_gate(gate.as_bytes())
+                            .map_err(|e| e.to_string()),
+                        self.twin
+                            .close_gate(gate.as_bytes())
+                            .map_err(|e| e.to_string()),
                     )?,
                     1 => ensure_same(
                         "open",

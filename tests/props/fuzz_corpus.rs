@@ -40,7 +40,11 @@ pub fn replay(dir: &str) -> (usize, Vec<String>) {
             ran += 1;
             if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(&data))) {
                 let msg = crate::support::panic_text(&*p);
-                failed.push(format!("{}: {msg}", path.display()));
+                failed.push(format!(
+                    "{}: {}",
+                    path.display(),
+                    msg.lines().next().unwrap_or("")
+                ));
             }
         }
     }

@@ -14,15 +14,21 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod bounds_model;
+mod caps_model;
 mod codec;
 mod compaction;
 mod config_diff;
 mod fuzz_corpus;
+mod gates_model;
+mod lifetime_model;
 mod queue_model;
 mod queue_rules;
 mod queue_sequences;
 mod support;
+mod window_model;
 mod worker_model;
+mod worker_observe;
 mod worker_rules;
 mod worker_sequences;
 mod worker_views;

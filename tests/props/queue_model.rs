@@ -1,13 +1,18 @@
 //! The reference model of the queue order (seed 000's rules, made exact):
-//! what `tests/props/queue_sequences.rs` checks the core against. Written
-//! from docs/design.md ("The model"), naively: every reservation in a
-//! plain list, pairing and pop order recomputed from scratch.
+//! what `tests/props/queue_sequences/` checks the core against, and the
+//! order half of the worker model (`worker_model.rs`). Written from
+//! docs/design.md ("The model") and docs/commands.md, naively: every
+//! reservation in a plain list, pairing and pop order recomputed from
+//! scratch. Two policies of docs/commands.md live in files of their own
+//! that extend this model: gates and held jobs (`gates_model.rs`) and the
+//! submission window of automatic delays (`window_model.rs`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
-use orca::core::{JobConfig, JobKey, Move, Order, QueueError, MAX_TIME};
+use orca::core::{JobConfig, JobKey, Move, Order, Put, QueueError, MAX_TIME};
 
 use crate::support::*;
+use crate::window_model::MWindow;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum MOwner {
@@ -21,6 +26,31 @@ pub struct MRes {
     pub tie: i64,
     pub nonce: u64,
     pub owner: MOwner,
+    /// "`immediate`: `1` if the job bypasses its collation (immediate,
+    /// released, re-enqueued)" (the job reply): a single reservation of an
+    /// immediate job. A job without a collation owns a single reservation
+    /// without being immediate.
+    pub immediate: bool,
+}
+
+/// A job held behind a closed gate (docs/commands.md, ORCA.GATE): "it has
+/// no reservation", and keeps what its arrival decided.
+#[derive(Clone, Debug)]
+pub struct MHeld {
+    pub gate: Vec<u8>,
+    /// The sequence number its arrival took: OPEN queues it "exactly as if
+    /// it had been enqueued at its own arrival time", so its reservation
+    /// then has the tie (and nonce) a direct enqueue would have taken
+    /// ("`release_at` and `nonce` are what its reservation will be when the
+    /// gate opens", ORCA.STATUS).
+    pub seq: i64,
+    /// "its reservation is arrival + priority (with the automatic delay it
+    /// got at arrival)"; an immediate one "immediate at [its] arrival".
+    pub release: i64,
+    /// The order was LIFO at its arrival: "a collation job takes the place
+    /// in its collation's stack its arrival gives it (LIFO or FIFO, as the
+    /// queue's order was when it arrived)".
+    pub front: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -35,11 +65,20 @@ pub struct MJob {
     /// single reservation.
     pub collated: bool,
     pub immediate: bool,
+    /// How a stacked job entered its stack: (sequence number of that push,
+    /// at the front). The stack is always what pushing its jobs in
+    /// sequence order gives ("at the front for a LIFO queue ..., at the
+    /// back for FIFO"; `DELAY`: "the job goes to the back of its
+    /// collation's stack"), which is how a released held job finds its
+    /// place (`gates_model.rs`).
+    pub entry: (i64, bool),
+    pub held: Option<MHeld>,
 }
 
 #[derive(Clone, Debug)]
 pub struct Model {
     pub order: Order,
+    /// Queued and held jobs.
     pub jobs: Vec<MJob>,
     /// Reservations, always sorted by (score, tie): the global order.
     pub res: Vec<MRes>,
@@ -47,6 +86,15 @@ pub struct Model {
     pub stacks: Vec<(String, Vec<JobKey>)>,
     pub next_seq: i64,
     pub front_tie: i64,
+    /// Closed gates (`gates_model.rs`).
+    pub gates: BTreeSet<Vec<u8>>,
+    /// Automatic delay and the submissions it counts (`window_model.rs`).
+    pub window: MWindow,
+}
+
+/// "Times are milliseconds ... (0..2^53-1)".
+pub fn valid_time(t: i64) -> bool {
+    (0..=MAX_TIME).contains(&t)
 }
 
 impl Model {
@@ -58,11 +106,14 @@ impl Model {
             stacks: Vec::new(),
             next_seq: 1,
             front_tie: 0,
+            gates: BTreeSet::new(),
+            window: MWindow::default(),
         }
     }
 
+    /// Queued jobs ("`ORCA.LEN`: not counting held ... ones").
     pub fn len(&self) -> usize {
-        self.jobs.len()
+        self.jobs.iter().filter(|j| j.held.is_none()).count()
     }
 
     pub fn alloc(&mut self) -> i64 {
@@ -105,9 +156,12 @@ impl Model {
 
     /// Index into `res` of the reservation the job holds or is paired with:
     /// the k-th job of a stack <-> the k-th earliest reservation of its
-    /// collation.
+    /// collation. None for a held job (it has no reservation).
     pub fn paired(&self, key: &JobKey) -> Option<usize> {
         let job = self.job(key)?;
+        if job.held.is_some() {
+            return None;
+        }
         if job.collated {
             let name = job.collation.as_deref()?;
             let kth = self.stack(name).iter().position(|j| j == key)?;
@@ -123,6 +177,18 @@ impl Model {
 
     pub fn info(&self, key: &JobKey) -> Option<Info> {
         let job = self.job(key)?;
+        if let Some(h) = &job.held {
+            return Some(Info {
+                key: *key,
+                collation: job.collation.clone(),
+                immediate: job.immediate,
+                nonce: h.seq as u64,
+                created_at: job.created_at,
+                release_at: h.release,
+                attempts: 0,
+                payload: job.payload.clone(),
+            });
+        }
         let r = &self.res[self.paired(key)?];
         Some(Info {
             key: *key,
@@ -136,9 +202,14 @@ impl Model {
         })
     }
 
-    pub fn position(&self, key: &JobKey) -> Option<usize> {
-        let p = self.paired(key)?;
-        Some(p + 1)
+    /// 1-based position in pop order; a held job has none ("not in the
+    /// queue order").
+    pub fn position(&self, key: &JobKey) -> Result<usize, QueueError> {
+        match self.job(key) {
+            None => Err(QueueError::NoSuchJob),
+            Some(j) if j.held.is_some() => Err(QueueError::NotQueued),
+            Some(_) => Ok(self.paired(key).expect("model: queued job unpaired") + 1),
+        }
     }
 
     pub fn pop_order(&self) -> Vec<JobKey> {
@@ -171,105 +242,229 @@ impl Model {
         }
     }
 
-    pub fn add_single(&mut self, key: JobKey, score: i64) {
+    pub fn add_single(&mut self, key: JobKey, score: i64, immediate: bool) {
         let seq = self.alloc();
         self.push_res(MRes {
             score,
             tie: seq,
             nonce: seq as u64,
             owner: MOwner::Single(key),
+            immediate,
         });
     }
 
-    pub fn add_coll_res(&mut self, name: &str, score: i64) {
-        let seq = self.alloc();
+    /// Push `key` on its collation's stack with a reservation at `score`
+    /// (tie and nonce `seq`): "at the front for a LIFO queue ..., at the
+    /// back for FIFO".
+    pub fn push_collated(&mut self, key: JobKey, name: &str, score: i64, seq: i64, front: bool) {
         self.push_res(MRes {
             score,
             tie: seq,
             nonce: seq as u64,
             owner: MOwner::Coll(name.to_string()),
+            immediate: false,
+        });
+        let stack = self.stack_mut(name);
+        if front {
+            stack.insert(0, key);
+        } else {
+            stack.push(key);
+        }
+        let job = self.job_mut(&key).unwrap();
+        job.collated = true;
+        job.entry = (seq, front);
+    }
+
+    pub fn new_job(&mut self, key: JobKey, payload: &[u8], created_at: i64, coll: Option<&str>) {
+        self.jobs.push(MJob {
+            key,
+            payload: payload.to_vec(),
+            created_at,
+            collation: coll.map(str::to_string),
+            collated: false,
+            immediate: false,
+            entry: (0, false),
+            held: None,
         });
     }
 
+    /// `ORCA.ENQUEUE`: "Create-or-update (a PUT). A new job gets a
+    /// reservation at now + `priority` for its collation ... and is pushed
+    /// on its collation's stack"; with an automatic delay "a new collation
+    /// job's reservation is at now + `priority` + step × (the jobs the same
+    /// collation submitted in the `window` ms before this one)"; "If the
+    /// config names a gate that is closed, the new job is **held**". "An
+    /// existing job (same orca key) only has its payload replaced ... (a
+    /// held job stays held)".
     pub fn enqueue(
         &mut self,
         cfg: &JobConfig,
         payload: &[u8],
         now: i64,
-    ) -> Result<(Info, bool), QueueError> {
+    ) -> Result<(Info, Put), QueueError> {
+        // "`NOW <ms>` pins the clock (0..2^53-1)".
+        if !valid_time(now) {
+            return Err(QueueError::TimeOverflow);
+        }
         let key = cfg.job_key;
         if let Some(job) = self.job_mut(&key) {
             job.payload = payload.to_vec();
-            return Ok((self.info(&key).unwrap(), false));
+            let held = job.held.is_some();
+            let put = Put {
+                created: false,
+                delay: 0,
+                held,
+            };
+            return Ok((self.info(&key).unwrap(), put));
         }
-        let release = now
-            .checked_add(cfg.priority)
-            .filter(|t| (0..=MAX_TIME).contains(t))
+        let delay = match &cfg.collation {
+            Some(name) => self.window.delay(name, now),
+            None => 0,
+        };
+        // "`time out of range` (arrival + priority beyond 2^53-1)".
+        let release = (now as i128 + cfg.priority as i128 + delay as i128)
+            .try_into()
+            .ok()
+            .filter(|t| valid_time(*t))
             .ok_or(QueueError::TimeOverflow)?;
-        match &cfg.collation {
-            None => {
-                self.add_single(key, release);
+        let coll = cfg.collation.as_deref();
+        let gate = cfg
+            .gate
+            .as_ref()
+            .map(|g| g.as_bytes().to_vec())
+            .filter(|g| self.gates.contains(g));
+        self.new_job(key, payload, now, coll);
+        let seq = self.alloc();
+        let front = self.order == Order::Lifo;
+        match (&gate, coll) {
+            (Some(g), _) => {
+                self.job_mut(&key).unwrap().held = Some(MHeld {
+                    gate: g.clone(),
+                    seq,
+                    release,
+                    front,
+                });
             }
-            Some(name) => {
-                self.add_coll_res(name, release);
-                let order = self.order;
-                let stack = self.stack_mut(name);
-                match order {
-                    Order::Lifo => stack.insert(0, key),
-                    Order::Fifo => stack.push(key),
-                }
-            }
+            (None, None) => self.push_res(MRes {
+                score: release,
+                tie: seq,
+                nonce: seq as u64,
+                owner: MOwner::Single(key),
+                immediate: false,
+            }),
+            (None, Some(name)) => self.push_collated(key, name, release, seq, front),
         }
-        self.jobs.push(MJob {
-            key,
-            payload: payload.to_vec(),
-            created_at: now,
-            collation: cfg.collation.clone(),
-            collated: cfg.collation.is_some(),
-            immediate: false,
-        });
-        Ok((self.info(&key).unwrap(), true))
+        if let Some(name) = coll {
+            self.window.record(name, now);
+        }
+        let put = Put {
+            created: true,
+            delay,
+            held: gate.is_some(),
+        };
+        Ok((self.info(&key).unwrap(), put))
     }
 
+    /// `ORCA.IMMEDIATE` / `ORCA.REENQUEUE`: "its own reservation scored at
+    /// arrival time ..., bypassing its collation's stack". "If a waiting
+    /// non-immediate job has that orca key, it is upgraded: it leaves its
+    /// collation's stack, the reservation paired with it is removed ..., and
+    /// an immediate reservation at arrival time is added. An existing
+    /// immediate job only has its payload replaced. A held job becomes
+    /// immediate where it waits (its arrival is kept; it is queued at that
+    /// arrival when its gate opens). A new job naming a closed gate is
+    /// held, as immediate. Immediate jobs are never delayed automatically
+    /// and do not count as submissions".
     pub fn put_immediate(
         &mut self,
         cfg: &JobConfig,
         payload: &[u8],
         arrival: i64,
-    ) -> Result<(Info, bool), QueueError> {
-        if !(0..=MAX_TIME).contains(&arrival) {
+    ) -> Result<(Info, Put), QueueError> {
+        if !valid_time(arrival) {
             return Err(QueueError::TimeOverflow);
         }
         let key = cfg.job_key;
-        if let Some(job) = self.job(&key) {
-            if !job.immediate {
+        if let Some(job) = self.job(&key).cloned() {
+            let held = job.held.is_some();
+            if held {
+                let j = self.job_mut(&key).unwrap();
+                j.immediate = true;
+                let created_at = j.created_at;
+                j.held.as_mut().unwrap().release = created_at;
+            } else if !job.immediate {
                 self.detach(&key);
-                self.add_single(key, arrival);
+                self.add_single(key, arrival, true);
                 self.job_mut(&key).unwrap().immediate = true;
             }
             self.job_mut(&key).unwrap().payload = payload.to_vec();
-            return Ok((self.info(&key).unwrap(), false));
+            let put = Put {
+                created: false,
+                delay: 0,
+                held,
+            };
+            return Ok((self.info(&key).unwrap(), put));
         }
-        self.add_single(key, arrival);
-        self.jobs.push(MJob {
-            key,
-            payload: payload.to_vec(),
-            created_at: arrival,
-            collation: cfg.collation.clone(),
-            collated: false,
-            immediate: true,
-        });
-        Ok((self.info(&key).unwrap(), true))
+        let gate = cfg
+            .gate
+            .as_ref()
+            .map(|g| g.as_bytes().to_vec())
+            .filter(|g| self.gates.contains(g));
+        self.new_job(key, payload, arrival, cfg.collation.as_deref());
+        self.job_mut(&key).unwrap().immediate = true;
+        match &gate {
+            Some(g) => {
+                let seq = self.alloc();
+                self.job_mut(&key).unwrap().held = Some(MHeld {
+                    gate: g.clone(),
+                    seq,
+                    release: arrival,
+                    front: false,
+                });
+            }
+            None => self.add_single(key, arrival, true),
+        }
+        let put = Put {
+            created: true,
+            delay: 0,
+            held: gate.is_some(),
+        };
+        Ok((self.info(&key).unwrap(), put))
+    }
+
+    /// A job coming back from a lease or a retry, or out of the dead list:
+    /// queued "as immediate" at `score` (its original arrival, or now).
+    pub fn insert_immediate(
+        &mut self,
+        key: JobKey,
+        payload: &[u8],
+        created_at: i64,
+        coll: Option<&str>,
+        score: i64,
+    ) {
+        assert!(
+            self.job(&key).is_none(),
+            "model: {} queued twice",
+            kname(&key)
+        );
+        self.new_job(key, payload, created_at, coll);
+        self.job_mut(&key).unwrap().immediate = true;
+        self.add_single(key, score, true);
     }
 
     pub fn move_job(&mut self, key: &JobKey, how: Move, now: i64) -> Result<Info, QueueError> {
         let job = self.job(key).ok_or(QueueError::NoSuchJob)?.clone();
+        // "`ERR job is held behind gate '<gate>' (ORCA.GATE ... OPEN
+        // releases it)`": a held job is "never moved by `ORCA.MOVE`".
+        if let Some(h) = &job.held {
+            return Err(QueueError::Held(text(&h.gate)));
+        }
         if job.immediate {
             return Err(QueueError::ImmediateNotMovable);
         }
         match how {
             Move::Release => {
-                if !(0..=MAX_TIME).contains(&now) {
+                if !valid_time(now) {
                     return Err(QueueError::TimeOverflow);
                 }
                 self.detach(key);
@@ -285,6 +480,7 @@ impl Model {
                     tie: self.front_tie,
                     nonce,
                     owner: MOwner::Single(*key),
+                    immediate: true,
                 });
                 self.job_mut(key).unwrap().immediate = true;
             }
@@ -293,33 +489,46 @@ impl Model {
                 let last = self.res.last().unwrap().score;
                 let score = last
                     .checked_add(buffer)
-                    .filter(|t| (0..=MAX_TIME).contains(t))
+                    .filter(|t| valid_time(*t) && buffer >= 0)
                     .ok_or(QueueError::TimeOverflow)?;
                 self.detach(key);
                 if job.collated {
                     let name = job.collation.clone().unwrap();
-                    self.add_coll_res(&name, score);
-                    self.stack_mut(&name).push(*key);
-                    self.job_mut(key).unwrap().collated = true;
+                    let seq = self.alloc();
+                    self.push_collated(*key, &name, score, seq, false);
                 } else {
-                    self.add_single(*key, score);
+                    self.add_single(*key, score, false);
                 }
             }
         }
         Ok(self.info(key).unwrap())
     }
 
+    /// `ORCA.DELETE`: "Removes the job and the reservation paired with it
+    /// (or a held job from its gate)".
     pub fn delete(&mut self, key: &JobKey) -> bool {
-        if self.job(key).is_none() {
+        let Some(job) = self.job(key) else {
             return false;
+        };
+        if job.held.is_none() {
+            self.detach(key);
         }
-        self.detach(key);
         self.jobs.retain(|j| j.key != *key);
         true
     }
 
-    pub fn pop(&mut self) -> Option<Info> {
-        let key = match &self.res.first()?.owner {
+    /// `ORCA.POP`: "Takes the lowest reservation of the whole queue and
+    /// hands out its job: for an immediate (or collation-less) job the job
+    /// itself, for a collation reservation the job at the front of that
+    /// collation's stack." Under a running cap only the reservations of
+    /// collations `eligible` says yes to, and every single one ("the
+    /// immediate jobs (never capped)"), are candidates (`caps_model.rs`).
+    pub fn pop_where(&mut self, eligible: impl Fn(&str) -> bool) -> Option<Info> {
+        let i = self.res.iter().position(|r| match &r.owner {
+            MOwner::Single(_) => true,
+            MOwner::Coll(name) => eligible(name),
+        })?;
+        let key = match &self.res[i].owner {
             MOwner::Single(key) => *key,
             MOwner::Coll(name) => self.stack(name)[0],
         };
@@ -327,10 +536,66 @@ impl Model {
         info.attempts += 1;
         assert_eq!(
             self.paired(&key),
-            Some(0),
-            "model: popped job not paired with the first reservation"
+            Some(i),
+            "model: popped job not paired with the reservation taken"
         );
         self.delete(&key);
         Some(info)
+    }
+
+    pub fn pop(&mut self) -> Option<Info> {
+        self.pop_where(|_| true)
+    }
+
+    /// The model's own books agree: `res` sorted, every queued job paired
+    /// exactly once, stacks in the order their pushes give, flags right.
+    pub fn self_check(&self) -> Result<(), String> {
+        ensure!(
+            self.res
+                .windows(2)
+                .all(|w| (w[0].score, w[0].tie) < (w[1].score, w[1].tie)),
+            "model: reservations out of order"
+        );
+        let queued = self.len();
+        ensure!(
+            self.res.len() == queued,
+            "model: {} reservations for {queued} queued jobs",
+            self.res.len()
+        );
+        for (name, stack) in &self.stacks {
+            let keys: Vec<(i64, i64)> = stack
+                .iter()
+                .map(|k| {
+                    let (seq, front) = self.job(k).unwrap().entry;
+                    if front {
+                        (0, -seq)
+                    } else {
+                        (1, seq)
+                    }
+                })
+                .collect();
+            ensure!(
+                keys.windows(2).all(|w| w[0] < w[1]),
+                "model: stack {name} is not in the order its pushes give"
+            );
+        }
+        for j in &self.jobs {
+            ensure!(
+                j.held.is_none() || (!j.collated && self.paired(&j.key).is_none()),
+                "model: held job {} placed",
+                kname(&j.key)
+            );
+            if j.held.is_none() {
+                let p = self.paired(&j.key);
+                ensure!(p.is_some(), "model: {} unpaired", kname(&j.key));
+                let r = &self.res[p.unwrap()];
+                ensure!(
+                    j.collated || r.immediate == j.immediate,
+                    "model: {} immediate flag differs from its reservation's",
+                    kname(&j.key)
+                );
+            }
+        }
+        Ok(())
     }
 }

@@ -1,12 +1,21 @@
 //! The reference model of the worker layer: leases, ack/nack, retries with
-//! backoff, dead letters, kept results, cancellation and `tick`. What
-//! `tests/props/worker_sequences/` checks the core against.
+//! backoff, dead letters, kept results, cancellation and `tick`, and the
+//! queue's policies. What `tests/props/worker_sequences/` checks the core
+//! against.
 //!
 //! An oracle only if it does not restate the code it checks. The model
 //! keeps its own books: every job *instance* (a regrade is a new one) has an
-//! id, and each key remembers its newest instance. The rules for a failed
-//! or expired delivery are written from the documentation, quoted where
-//! they are used, not from `src/core/worker.rs`:
+//! id, and each key remembers its newest instance. Where queued and held
+//! jobs are placed (reservations, stacks, pairing, gates, automatic delays)
+//! is the order model's business (`queue_model.rs`, `gates_model.rs`,
+//! `window_model.rs`), which this model composes (`order`), so pop order,
+//! positions and release times are predicted, not read from the core. The
+//! policies have a file each: lifetimes (`lifetime_model.rs`), running caps
+//! (`caps_model.rs`), dead-letter and result bounds (`bounds_model.rs`);
+//! what the model says the core must report is in `worker_observe.rs`.
+//! The rules for a failed or expired delivery are written from the
+//! documentation, quoted where they are used, not from
+//! `src/core/worker.rs`:
 //!
 //! - the default NACK delay, `orca.retry-base` × 2^(attempts-1) at most
 //!   `orca.retry-cap` (docs/commands.md, ORCA.NACK): `documented_backoff`;
@@ -22,12 +31,21 @@
 //!   attempts, used up -> dead, else parked until now + delay (`DELAY 0`:
 //!   back at once) and back as immediate at its original arrival time
 //!   (`nack`); an expired lease likewise (`tick`).
+//! - `ORCA.TICK`: "Applies the time-driven changes due now: expired leases
+//!   come back (or die), due retries come back, waiting jobs past the
+//!   queue's lifetime become dead letters, old dead letters (`DEADTTL`),
+//!   results, cancellation records and submission windows are forgotten",
+//!   in that order (`tick`).
 
 use std::collections::{BTreeMap, HashMap};
 
 use orca::core::worker::{DeathCause, CANCEL_MEMORY_MS};
-use orca::core::{JobKey, NackOutcome, Policy, QueueError, TickReport, MAX_TIME};
+use orca::core::{
+    JobConfig, JobKey, Move, NackOutcome, Policy, Put, QueueError, Settings, TickReport, MAX_TIME,
+};
 
+use crate::caps_model::running_of;
+use crate::queue_model::Model as OrderModel;
 use crate::support::*;
 use crate::worker_views::*;
 
@@ -64,10 +82,6 @@ pub struct MJob {
     pub attempts: u32,
     pub collation: Option<String>,
     pub immediate: bool,
-    /// The release time when it is known without modelling the order
-    /// (single reservations: immediate jobs, requeued jobs, jobs without a
-    /// collation); `None` for collated or moved jobs.
-    pub release: Option<i64>,
 }
 
 impl MJob {
@@ -127,10 +141,20 @@ pub enum Fate {
     Purged,
     /// Died again under the same key: the newer dead entry replaces it.
     DeadReplaced,
+    /// A dead letter forgotten: beyond `DEADMAX`, or `DEADTTL` after it died.
+    Forgotten,
+    /// Held behind a gate that was dropped (`ORCA.GATE ... DROP`).
+    GateDropped,
 }
 
-#[derive(Default)]
 pub struct Model {
+    /// Where queued and held jobs are: reservations, stacks, gates, the
+    /// submission window (the order model).
+    pub order: OrderModel,
+    /// The queue's settings (`ORCA.SETTINGS`); the order and the automatic
+    /// delay are the order model's.
+    pub settings: Settings,
+    /// Queued and held jobs (their placement is in `order`).
     pub queued: HashMap<JobKey, MJob>,
     pub delayed: HashMap<JobKey, (i64, MJob)>,
     pub leases: BTreeMap<u64, MLease>,
@@ -151,9 +175,37 @@ pub struct Model {
     /// back from the dead list): the only one that may be handed out.
     pub newest: HashMap<JobKey, u64>,
     pub events: BTreeMap<&'static str, usize>,
+    /// Collations whose running count fell below the cap during the
+    /// current operation (`caps_model.rs`).
+    pub uncapped: Vec<String>,
 }
 
 impl Model {
+    pub fn new(settings: Settings) -> Self {
+        let mut order = OrderModel::new(settings.order);
+        order.window.set(settings.autodelay);
+        Model {
+            order,
+            settings,
+            queued: HashMap::new(),
+            delayed: HashMap::new(),
+            leases: BTreeMap::new(),
+            dead: HashMap::new(),
+            dead_seq: 0,
+            results: HashMap::new(),
+            cancelled: BTreeMap::new(),
+            issued: HashMap::new(),
+            issued_log: Vec::new(),
+            next_id: 0,
+            fates: HashMap::new(),
+            ended_payloads: HashMap::new(),
+            last_attempt: HashMap::new(),
+            newest: HashMap::new(),
+            events: BTreeMap::new(),
+            uncapped: Vec::new(),
+        }
+    }
+
     pub fn ev(&mut self, name: &'static str) {
         *self.events.entry(name).or_insert(0) += 1;
     }
@@ -164,7 +216,6 @@ impl Model {
         created_at: i64,
         collation: Option<String>,
         immediate: bool,
-        release: Option<i64>,
     ) -> MJob {
         let id = self.next_id;
         self.next_id += 1;
@@ -175,7 +226,6 @@ impl Model {
             attempts: 0,
             collation,
             immediate,
-            release,
         }
     }
 
@@ -191,6 +241,8 @@ impl Model {
             Fate::Deleted => "fate: deleted",
             Fate::Purged => "fate: purged",
             Fate::DeadReplaced => "fate: dead entry replaced",
+            Fate::Forgotten => "fate: dead letter forgotten (DEADMAX/DEADTTL)",
+            Fate::GateDropped => "fate: dropped with its gate",
         });
     }
 
@@ -225,60 +277,52 @@ impl Model {
         }
     }
 
+    /// `ORCA.ENQUEUE` (placement, gates and automatic delay by the order
+    /// model): a new instance, or the payload of the queued or held one
+    /// replaced.
     pub fn enqueue(
         &mut self,
-        key: JobKey,
-        coll: Option<&str>,
-        priority: i64,
+        cfg: &JobConfig,
         payload: &[u8],
         now: i64,
-    ) -> bool {
-        if let Some(j) = self.queued.get_mut(&key) {
-            j.payload = payload.to_vec();
-            return false;
+    ) -> Result<Put, QueueError> {
+        let key = cfg.job_key;
+        let (_, put) = self.order.enqueue(cfg, payload, now)?;
+        if !put.created {
+            self.queued.get_mut(&key).unwrap().payload = payload.to_vec();
+            return Ok(put);
         }
-        let release = if coll.is_none() {
-            Some(now + priority)
-        } else {
-            None
-        };
-        let j = self.new_job(payload, now, coll.map(str::to_string), false, release);
+        let j = self.new_job(payload, now, cfg.collation.clone(), false);
         self.new_instance(&key, j.id);
         self.queued.insert(key, j);
-        true
+        Ok(put)
     }
 
     pub fn put_immediate(
         &mut self,
-        key: JobKey,
-        coll: Option<&str>,
+        cfg: &JobConfig,
         payload: &[u8],
         arrival: i64,
-    ) -> bool {
-        if let Some(j) = self.queued.get_mut(&key) {
-            if !j.immediate {
-                j.immediate = true;
-                j.release = Some(arrival);
-            }
+    ) -> Result<Put, QueueError> {
+        let key = cfg.job_key;
+        let (_, put) = self.order.put_immediate(cfg, payload, arrival)?;
+        if !put.created {
+            let j = self.queued.get_mut(&key).unwrap();
+            j.immediate = true;
             j.payload = payload.to_vec();
-            return false;
+            return Ok(put);
         }
-        let j = self.new_job(
-            payload,
-            arrival,
-            coll.map(str::to_string),
-            true,
-            Some(arrival),
-        );
+        let j = self.new_job(payload, arrival, cfg.collation.clone(), true);
         self.new_instance(&key, j.id);
         self.queued.insert(key, j);
-        true
+        Ok(put)
     }
 
-    pub fn move_job(&mut self, key: &JobKey, release: bool) -> Result<(), QueueError> {
+    pub fn move_job(&mut self, key: &JobKey, how: Move, now: i64) -> Result<Info, QueueError> {
         // docs/commands.md, ORCA.MOVE: a key that exists but is not in the
         // queue order is refused with where it is instead ("job is running",
-        // "waiting to be retried (at <ms>)", "a dead letter").
+        // "waiting to be retried (at <ms>)", "a dead letter", "held behind
+        // gate"; the last by the order model).
         if !self.queued.contains_key(key) {
             return Err(if self.leases.values().any(|l| l.key == *key) {
                 QueueError::Leased
@@ -290,25 +334,89 @@ impl Model {
                 QueueError::NoSuchJob
             });
         }
-        let j = self.queued.get_mut(key).ok_or(QueueError::NoSuchJob)?;
-        if j.immediate {
-            return Err(QueueError::ImmediateNotMovable);
-        }
-        if release {
-            j.immediate = true;
-        }
-        j.release = None;
-        Ok(())
+        let info = self.order.move_job(key, how, now)?;
+        let j = self.queued.get_mut(key).unwrap();
+        j.immediate = info.immediate;
+        Ok(self.info(key).unwrap())
     }
 
     pub fn delete(&mut self, key: &JobKey) -> bool {
         match self.queued.remove(key) {
             Some(j) => {
+                self.order.delete(key);
                 self.end(&j, Fate::Deleted);
                 true
             }
             None => false,
         }
+    }
+
+    /// A queued or held job as the core reports it: placement from the
+    /// order model, attempts from the instance.
+    pub fn info(&self, key: &JobKey) -> Option<Info> {
+        let j = self.queued.get(key)?;
+        let mut info = self.order.info(key)?;
+        info.attempts = j.attempts;
+        Some(info)
+    }
+
+    /// The gate holding `key`, if it is held.
+    pub fn held_gate(&self, key: &JobKey) -> Option<&[u8]> {
+        self.order
+            .job(key)?
+            .held
+            .as_ref()
+            .map(|h| h.gate.as_slice())
+    }
+
+    /// `ORCA.POP`'s next job: the lowest reservation among those the
+    /// running cap lets out (`caps_model.rs`), taken out of the queue with
+    /// its attempt counted. The caller leases or consumes it.
+    pub fn pop_one(&mut self) -> Option<(JobKey, MJob, Info)> {
+        let max = self.settings.max_running;
+        let leases = &self.leases;
+        let eligible = |c: &str| max == 0 || running_of(leases, c) < max;
+        let mut info = self.order.pop_where(eligible)?;
+        let mut j = self
+            .queued
+            .remove(&info.key)
+            .expect("model: popped job unknown");
+        j.attempts += 1;
+        info.attempts = j.attempts;
+        Some((info.key, j, info))
+    }
+
+    /// The key `pop_one` would hand out next (nothing changes).
+    pub fn peek_pop(&self) -> Option<JobKey> {
+        let max = self.settings.max_running;
+        let leases = &self.leases;
+        let mut order = self.order.clone();
+        order
+            .pop_where(|c| max == 0 || running_of(leases, c) < max)
+            .map(|i| i.key)
+    }
+
+    /// `ORCA.GATE ... DROP`: the held jobs go (`Fate::GateDropped`); their
+    /// configs in arrival order.
+    pub fn drop_gate(&mut self, gate: &[u8]) -> Vec<Vec<u8>> {
+        let keys = self.order.held_keys(gate);
+        let out = self.order.drop_gate(gate);
+        for k in keys.iter().filter(|_| !out.is_empty()) {
+            let j = self.queued.remove(k).unwrap();
+            self.end(&j, Fate::GateDropped);
+        }
+        out
+    }
+
+    /// `ORCA.SETTINGS`: "With options, changes those given (the others
+    /// stay)". Bounds hold at once ("most dead letters kept", "most kept ACK
+    /// results"); "`AUTODELAY 0 0` turns it off (and forgets the window)".
+    pub fn set_settings(&mut self, s: Settings) {
+        self.settings = s;
+        self.order.order = s.order;
+        self.order.window.set(s.autodelay);
+        self.trim_dead();
+        self.trim_results();
     }
 
     /// What becomes of a delivery that ends without success: NACKed, or
@@ -337,7 +445,14 @@ impl Model {
             kname(&key)
         );
         job.immediate = true;
-        job.release = Some(job.created_at);
+        let score = job.created_at.clamp(0, MAX_TIME);
+        self.order.insert_immediate(
+            key,
+            &job.payload,
+            job.created_at,
+            job.collation.as_deref(),
+            score,
+        );
         self.queued.insert(key, job);
     }
 
@@ -356,6 +471,7 @@ impl Model {
                 job,
             },
         );
+        self.trim_dead();
     }
 
     pub fn tick(&mut self, now: i64, policy: &Policy) -> TickReport {
@@ -368,7 +484,7 @@ impl Model {
             .collect();
         due.sort_unstable();
         for (_, token) in due {
-            let l = self.leases.remove(&token).unwrap();
+            let l = self.end_lease(token);
             // Every lease that ends by expiry counts, whatever becomes of it.
             report.expired += 1;
             match self.unsuccessful(&l, policy) {
@@ -404,6 +520,8 @@ impl Model {
             self.ev("tick: retry due -> requeued");
             report.requeued += 1;
         }
+        self.expire_lifetimes(now, &mut report);
+        self.forget_old_dead(now, &mut report);
         let old: Vec<JobKey> = self
             .results
             .iter()
@@ -424,6 +542,10 @@ impl Model {
         for token in old {
             self.cancelled.remove(&token);
             self.ev("tick: cancellation forgotten");
+            report.forgotten += 1;
+        }
+        for _ in 0..self.order.window.forget(now) {
+            self.ev("tick: submission window forgotten");
             report.forgotten += 1;
         }
         report
@@ -449,12 +571,13 @@ impl Model {
         if result.is_some() && !(0..=MAX_TIME).contains(&now) {
             return Err(QueueError::TimeOverflow);
         }
-        let l = self.leases.remove(&token).unwrap();
+        let l = self.end_lease(token);
         self.end(&l.job, Fate::Acked);
         if let Some(r) = result {
             if ttl > 0 {
                 let at = now.saturating_add(ttl).min(MAX_TIME);
                 self.results.insert(*key, (at, r.to_vec()));
+                self.trim_results();
             }
         }
         Ok(())
@@ -481,7 +604,7 @@ impl Model {
         if delay < 0 || delay > MAX_TIME - now {
             return Err(QueueError::TimeOverflow);
         }
-        let l = self.leases.remove(&token).unwrap();
+        let l = self.end_lease(token);
         Ok(match self.unsuccessful(&l, policy) {
             Ending::Dropped => {
                 self.end(&l.job, Fate::Superseded);
@@ -528,6 +651,7 @@ impl Model {
     pub fn cancel(&mut self, key: &JobKey) -> bool {
         let mut removed = false;
         if let Some(j) = self.queued.remove(key) {
+            self.order.delete(key);
             self.end(&j, Fate::Cancelled);
             removed = true;
         }
@@ -546,7 +670,7 @@ impl Model {
             .map(|(t, _)| *t)
             .collect();
         for t in tokens {
-            let l = self.leases.remove(&t).unwrap();
+            let l = self.end_lease(t);
             self.end(&l.job, Fate::Cancelled);
             self.cancelled
                 .insert(t, l.deadline.saturating_add(CANCEL_MEMORY_MS).min(MAX_TIME));
@@ -565,12 +689,15 @@ impl Model {
         if self.waiting(key) {
             return Err(QueueError::AlreadyQueued);
         }
+        // "`REQUEUE` puts one back as immediate at now with a fresh set of
+        // attempts".
         let mut j = self.dead.remove(key).unwrap().job;
         j.attempts = 0;
         j.immediate = true;
-        j.release = Some(now);
         self.last_attempt.remove(&j.id);
         self.new_instance(key, j.id);
+        self.order
+            .insert_immediate(*key, &j.payload, j.created_at, j.collation.as_deref(), now);
         self.queued.insert(*key, j);
         Ok(())
     }
@@ -581,119 +708,5 @@ impl Model {
             self.end(&d.job, Fate::Purged);
         }
         all.len()
-    }
-
-    pub fn dead_list(&self) -> Vec<(JobKey, &MDead)> {
-        let mut v: Vec<(JobKey, &MDead)> = self.dead.iter().map(|(k, d)| (*k, d)).collect();
-        v.sort_by_key(|(_, d)| (d.died_at, d.seq));
-        v
-    }
-
-    pub fn next_deadline(&self) -> Option<i64> {
-        let leases = self.leases.values().map(|l| l.deadline);
-        let delayed = self.delayed.values().map(|(at, _)| *at);
-        let results = self.results.values().map(|(at, _)| *at);
-        let cancelled = self.cancelled.values().copied();
-        leases.chain(delayed).chain(results).chain(cancelled).min()
-    }
-
-    pub fn counts(&self) -> (usize, usize, usize, usize) {
-        (
-            self.queued.len(),
-            self.delayed.len(),
-            self.leases.len(),
-            self.dead.len(),
-        )
-    }
-
-    /// What `states(key)` must say (queued position taken from the core's
-    /// order, release time from the core when the model does not know it).
-    pub fn states(&self, key: &JobKey, pos: Option<usize>, core_release: Option<i64>) -> Vec<S> {
-        let mut out = Vec::new();
-        if let Some(j) = self.queued.get(key) {
-            out.push(S::Queued {
-                pos: pos.unwrap_or(0),
-                release_at: j.release.or(core_release).unwrap_or(-1),
-                job: j.pj(),
-            });
-        }
-        if let Some((at, j)) = self.delayed.get(key) {
-            out.push(S::Delayed {
-                retry_at: *at,
-                job: j.pj(),
-            });
-        }
-        for (t, l) in &self.leases {
-            if l.key == *key {
-                out.push(S::Leased {
-                    token: *t,
-                    deadline: l.deadline,
-                    superseded: self.regraded_since(l),
-                    job: l.job.pj(),
-                });
-            }
-        }
-        if let Some(d) = self.dead.get(key) {
-            out.push(S::Dead {
-                died_at: d.died_at,
-                cause: d.cause,
-                job: d.job.pj(),
-            });
-        }
-        out
-    }
-
-    /// No job lost: every instance is in exactly one place or has exactly
-    /// one fate.
-    pub fn ledger(&self) -> Result<(), String> {
-        let mut live: HashMap<u64, usize> = HashMap::new();
-        let ids = self
-            .queued
-            .values()
-            .chain(self.delayed.values().map(|(_, j)| j))
-            .chain(self.leases.values().map(|l| &l.job))
-            .chain(self.dead.values().map(|d| &d.job))
-            .map(|j| j.id);
-        for id in ids {
-            *live.entry(id).or_insert(0) += 1;
-        }
-        // Only the newest instance of a key is current: per key at most one
-        // of queued job, delayed retry and lease that is not superseded,
-        // and that one is the newest instance.
-        let mut current: HashMap<JobKey, Vec<u64>> = HashMap::new();
-        let cur = self
-            .queued
-            .iter()
-            .map(|(k, j)| (*k, j.id))
-            .chain(self.delayed.iter().map(|(k, (_, j))| (*k, j.id)))
-            .chain(
-                self.leases
-                    .values()
-                    .filter(|l| !self.regraded_since(l))
-                    .map(|l| (l.key, l.job.id)),
-            );
-        for (key, id) in cur {
-            current.entry(key).or_default().push(id);
-        }
-        for (key, ids) in &current {
-            if ids.len() > 1 || self.newest.get(key) != Some(&ids[0]) {
-                return Err(format!(
-                    "model: {} has current instances {ids:?}, newest {:?}",
-                    kname(key),
-                    self.newest.get(key)
-                ));
-            }
-        }
-        for id in 0..self.next_id {
-            let n = live.get(&id).copied().unwrap_or(0) + self.fates.contains_key(&id) as usize;
-            if n != 1 {
-                return Err(format!(
-                    "model ledger: job instance {id} is in {} places and has fate {:?}",
-                    live.get(&id).copied().unwrap_or(0),
-                    self.fates.get(&id)
-                ));
-            }
-        }
-        Ok(())
     }
 }

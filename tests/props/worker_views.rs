@@ -63,6 +63,13 @@ pub enum S {
     Queued {
         pos: usize,
         release_at: i64,
+        /// `ORCA.STATUS` `capped`: waits only because of the running cap.
+        capped: bool,
+        job: PJ,
+    },
+    Held {
+        gate: Vec<u8>,
+        release_at: i64,
         job: PJ,
     },
     Delayed {
@@ -94,10 +101,18 @@ pub fn core_states(q: &Queue, key: &JobKey) -> Result<Vec<S>, String> {
                 S::Queued {
                     pos,
                     release_at: i.release_at,
+                    capped: q.waits_for_cap(key),
                     job: pj_info(&i),
                 }
             }
-            State::Held(..) => return Err("the worker model holds no jobs".into()),
+            State::Held(info, gate) => {
+                let i = conv(&info);
+                S::Held {
+                    gate: gate.to_vec(),
+                    release_at: i.release_at,
+                    job: pj_info(&i),
+                }
+            }
             State::Delayed(k2, d) => {
                 if k2 != *key {
                     return Err(format!("states({}) names another key", kname(key)));

@@ -1,8 +1,11 @@
 //! Core bugs of the worker layer, each kept as the test that reproduced it:
 //! `regression_*` are fixed (they pass for the reason given); a
-//! `worker_bug_*` would be one still open.
+//! `worker_bug_*` is one still open (it fails until the bug is fixed).
 
-use orca::core::{parse_config, Move, Order, Queue, QueueError, SEQ_LIMIT, SEQ_LOAD_LIMIT};
+use orca::core::worker::DeathCause;
+use orca::core::{
+    parse_config, JobConfig, Move, Order, Queue, QueueError, Settings, SEQ_LIMIT, SEQ_LOAD_LIMIT,
+};
 
 use crate::common::config;
 use crate::support::*;
@@ -121,9 +124,16 @@ pub fn regression_tick_overruns_the_sequence_limit() {
 #[test]
 pub fn loaders_accept_counters_up_to_seq_load_limit() {
     assert_eq!(SEQ_LOAD_LIMIT, SEQ_LIMIT + SEQ_LIMIT / 2);
+    // An empty queue may have its counter at the limit; a queue of 3
+    // waiting jobs needs room for their 3 lifetime burials (ticks take a
+    // number per burial without asking: `Queue::tick_reserve`).
+    let empty =
+        with_next_seq(&queued(0), SEQ_LOAD_LIMIT).expect("an empty queue at the limit loads");
+    reloads(&empty, "next_seq at SEQ_LOAD_LIMIT");
     let q = queued(3);
-    let d = with_next_seq(&q, SEQ_LOAD_LIMIT).expect("next_seq = SEQ_LOAD_LIMIT loads");
-    reloads(&d, "next_seq at SEQ_LOAD_LIMIT");
+    let d = with_next_seq(&q, SEQ_LOAD_LIMIT - 3).expect("room for exactly 3 burials");
+    reloads(&d, "next_seq at SEQ_LOAD_LIMIT - 3");
+    assert!(with_next_seq(&q, SEQ_LOAD_LIMIT - 2).is_err());
     assert!(with_next_seq(&q, SEQ_LOAD_LIMIT + 1).is_err());
     // front_tie: the i64 after next_seq, down to -SEQ_LOAD_LIMIT.
     let tie = |t: i64| {
@@ -159,9 +169,10 @@ pub fn loaders_accept_counters_up_to_seq_load_limit() {
 
 #[test]
 pub fn regression_tick_cannot_push_a_loaded_queue_past_the_load_limit() {
-    // `tick` takes a sequence number for every job it puts back. The loader
-    // therefore refuses a queue whose counter leaves no room for its pending
-    // leases and retries (here 2), and a queue it accepts stays reloadable
+    // `tick` takes a sequence number for every job it puts back, and one
+    // more if that job later dies of its lifetime. The loader therefore
+    // refuses a queue whose counter leaves no room for two per pending lease
+    // or retry (here 2 leases: 4), and a queue it accepts stays reloadable
     // after its next tick (RESTORE, ORCA.IMPORT, RDB).
     let mut base = queued(2);
     assert_eq!(pop_n(&mut base, 1_000, 1_000, 2, &P).len(), 2);
@@ -169,8 +180,8 @@ pub fn regression_tick_cannot_push_a_loaded_queue_past_the_load_limit() {
         with_next_seq(&base, SEQ_LOAD_LIMIT).is_err(),
         "a counter with no room for 2 pending leases must be refused"
     );
-    assert!(with_next_seq(&base, SEQ_LOAD_LIMIT - 1).is_err());
-    let mut q = with_next_seq(&base, SEQ_LOAD_LIMIT - 2).expect("room for exactly 2");
+    assert!(with_next_seq(&base, SEQ_LOAD_LIMIT - 3).is_err());
+    let mut q = with_next_seq(&base, SEQ_LOAD_LIMIT - 4).expect("room for exactly 4");
     q.check().unwrap();
     let r = q.tick(10_000, &P);
     assert_eq!((r.expired, r.requeued), (2, 2), "{r:?}");
@@ -217,4 +228,142 @@ pub fn core_tick_refuses_or_ignores_a_clock_out_of_range() {
     q.pop_deliveries(1000, 10, 1, &policy).unwrap();
     q.tick(i64::MAX, &policy);
     assert!(q.check().is_ok(), "after tick(i64::MAX): {:?}", q.check());
+}
+
+/// docs/commands.md, the job reply: "`attempts`: times the job has been
+/// handed out"; `ORCA.SETTINGS ... LIFETIME`: "a waiting job not handed
+/// out `ms` after its release time becomes a dead letter". A queued job
+/// whose lifetime runs out was never handed out this time, yet its dead
+/// letter (`ORCA.DEAD ... LIST`, `ORCA.STATUS`) counts one more delivery
+/// than it had: `expire_lifetimes` takes it out of the queue the way a pop
+/// does, and the pop's attempt count comes with it. A delayed or held job
+/// keeps its count. Found by `worker_sequences` (seed 1, step 2).
+///
+///     SETTINGS LIFETIME 100; ENQUEUE a (no collation) and b (user.1) at 10;
+///     TICK 110 -> both dead, cause expired, attempts 1 (want 0).
+///     A job back from an expired lease (1 delivery) that then expires:
+///     attempts 2 (want 1).
+#[test]
+pub fn worker_bug_lifetime_expiry_counts_a_delivery() {
+    let mut q = Queue::with_settings(Settings {
+        lifetime: 100,
+        ..Settings::default()
+    });
+    enq(&mut q, "a", "a", 10);
+    enq_coll(&mut q, "b", "user.1", 0, 10);
+    // c: handed out once at 20 (it arrived first, at 5), its lease expires
+    // at 30, it comes back at its arrival and its lifetime runs out with
+    // the others.
+    q.put_immediate(&cfg("c", None, 0), b"c", 5).unwrap();
+    let (c, ..) = pop1(&mut q, 20, 10, &P);
+    assert_eq!(c, "c");
+    q.tick(30, &P);
+    q.tick(110, &P);
+    q.check().unwrap();
+    let dead: Vec<(String, u32, DeathCause)> = q
+        .dead_list(0, 10)
+        .into_iter()
+        .map(|(k, d)| (kname(&k), d.job.attempts, d.cause))
+        .collect();
+    assert_eq!(
+        dead.iter().map(|d| d.2).collect::<Vec<_>>(),
+        vec![DeathCause::Lifetime; 3],
+        "{dead:?}"
+    );
+    let attempts: Vec<(String, u32)> = dead.into_iter().map(|(k, a, _)| (k, a)).collect();
+    let mut want = vec![
+        ("a".to_string(), 0),
+        ("b".to_string(), 0),
+        ("c".to_string(), 1),
+    ];
+    want.sort();
+    let mut got = attempts;
+    got.sort();
+    assert_eq!(got, want, "dead letters' attempts (times handed out)");
+}
+
+/// Two held jobs whose lifetimes run out in the same tick with equal
+/// release times are buried in the order of their record ids, which a
+/// loaded copy of the queue (RDB, RESTORE, a replica's full sync) assigns
+/// differently (held units come by gate name, then arrival). The copy then
+/// holds the dead letters in another order (`ORCA.DEAD ... LIST`, the
+/// encoding, `DEBUG DIGEST-VALUE`), and with `DEADMAX` it keeps another
+/// job: master and replica diverge. Found while writing the lifetime model
+/// (the docs leave the order open; any order that depends only on what is
+/// saved would do, e.g. arrival).
+///
+///     SETTINGS LIFETIME 100; GATE b CLOSE; GATE a CLOSE;
+///     ENQUEUE A (gate b) at 10; ENQUEUE B (gate a) at 10;
+///     copy = DUMP/RESTORE; TICK 200 on both
+///     -> queue: dead A, B; copy: dead B, A. With DEADMAX 1: B kept vs A kept.
+#[test]
+pub fn worker_bug_held_lifetime_ties_bury_in_record_order() {
+    for dead_max in [0, 1] {
+        let mut q = Queue::with_settings(Settings {
+            lifetime: 100,
+            dead_max,
+            ..Settings::default()
+        });
+        q.close_gate(b"b").unwrap();
+        q.close_gate(b"a").unwrap();
+        for (name, gate) in [("A", "b"), ("B", "a")] {
+            let c = JobConfig {
+                gate: Some(gate.into()),
+                ..cfg(name, None, 0)
+            };
+            q.enqueue(&c, name.as_bytes(), 10).unwrap();
+        }
+        let mut copy = roundtrip(&q);
+        q.tick(200, &P);
+        copy.tick(200, &P);
+        let names = |q: &Queue| -> Vec<String> {
+            q.dead_list(0, 10).iter().map(|(k, _)| kname(k)).collect()
+        };
+        assert_eq!(
+            names(&q),
+            names(&copy),
+            "DEADMAX {dead_max}: the queue and its loaded copy buried different jobs or in another order"
+        );
+        assert!(
+            q.encode() == copy.encode(),
+            "DEADMAX {dead_max}: encodings differ"
+        );
+    }
+}
+
+/// The loader keeps room in the sequence counter for what a tick takes
+/// (`regression_tick_cannot_push_a_loaded_queue_past_the_load_limit`): one
+/// number per pending lease or retry. A tick also buries every waiting job
+/// whose lifetime ran out, and each burial takes a number: a queue loaded
+/// with its counter at the edge (RESTORE, ORCA.IMPORT, RDB) and a
+/// `LIFETIME` is pushed past the load limit by its next tick, and can then
+/// no longer be saved and loaded again (an RDB that does not load). Found
+/// by the `codec` fuzz target with the V2 seeds (counter-edge check).
+///
+///     SETTINGS LIFETIME 100; ENQUEUE s0, s1, s2 at 0..2;
+///     RESTORE it with next_seq = SEQ_LOAD_LIMIT (accepted: nothing pending);
+///     TICK 1000 -> 3 dead letters, next_seq = SEQ_LOAD_LIMIT + 3;
+///     DUMP + RESTORE -> "counters out of range".
+#[test]
+pub fn worker_bug_lifetime_burials_push_a_loaded_queue_past_the_load_limit() {
+    let mut base = Queue::with_settings(Settings {
+        lifetime: 100,
+        ..Settings::default()
+    });
+    for i in 0..3 {
+        enq(&mut base, &format!("s{i}"), "x", i);
+    }
+    // Refused at the edge, or reloadable after the tick that buries them.
+    for edge in [SEQ_LOAD_LIMIT, SEQ_LOAD_LIMIT - 1, SEQ_LOAD_LIMIT - 2] {
+        let Ok(mut q) = with_next_seq(&base, edge) else {
+            continue;
+        };
+        let r = q.tick(1_000, &P);
+        assert_eq!(r.lifetime, 3, "{r:?}");
+        q.check().unwrap();
+        reloads(
+            &q,
+            &format!("counter {edge}: a loaded queue after its lifetimes ran out"),
+        );
+    }
 }

@@ -1,7 +1,7 @@
 //! One step: the operation on the queue, its decoded twin and the model;
 //! every answer compared.
 
-use orca::core::{JobKey, NackOutcome, QueueError, MAX_TIME};
+use orca::core::{NackOutcome, QueueError, TickReport, MAX_TIME};
 
 use crate::support::*;
 use crate::worker_model::*;
@@ -9,19 +9,66 @@ use crate::worker_views::*;
 
 use super::*;
 
+/// A tick report without the wake-up hint, which the model checks apart
+/// (`Harness::check_wake`).
+fn sans_wake(r: &TickReport) -> TickReport {
+    TickReport {
+        uncapped: false,
+        ..r.clone()
+    }
+}
+
+/// A delivery as the model predicts it: everything but the nonce (which
+/// counts sequence numbers the docs do not account for).
+fn sans_nonce(i: &Info) -> Info {
+    Info {
+        nonce: 0,
+        ..i.clone()
+    }
+}
+
+/// A put (enqueue, put_immediate) against the model's: what it did, and
+/// the job as it replied; a coverage label.
+fn compare_put(
+    m: &Model,
+    name: &str,
+    r: Result<(Info, Put), QueueError>,
+    want: Result<Put, QueueError>,
+    leased: bool,
+) -> Result<String, String> {
+    let (info, put) = r.map_err(|e| format!("{name} failed: {e}"))?;
+    ensure!(Ok(put) == want, "{name}: {put:?}, model says {want:?}");
+    let w = m.info(&info.key).unwrap();
+    ensure!(
+        sans_nonce(&info) == sans_nonce(&w),
+        "{name} returned {info:?}, model has {w:?}"
+    );
+    let what = match (put.held, put.delay > 0) {
+        (true, _) => "held",
+        (false, true) => "auto-delayed",
+        (false, false) => "queued",
+    };
+    Ok(match (put.created, leased) {
+        (true, true) => format!("{name}: new, {what} (regrade of a leased key)"),
+        (true, false) => format!("{name}: new, {what}"),
+        (false, _) => format!("{name}: update ({what})"),
+    })
+}
+
 impl Harness {
     /// Apply `op` to the queue, the twin and the model; compare answers.
     /// Returns a label for the coverage statistics.
     pub(super) fn apply(&mut self, op: &Op) -> Result<String, String> {
         let before = self.q.encode();
         let policy = self.policy;
-        // The probe: what `pop_deliveries` must do is `tick(now)` followed by
-        // `count` plain pops.
+        self.model.uncapped.clear();
+        // The probe: without a running cap (which counts the leases a pop
+        // makes as it goes), what `pop_deliveries` must do is `tick(now)`
+        // followed by `count` plain pops.
         let probe = match op {
-            Op::Pop { now, count, .. } => {
+            Op::Pop { now, count, .. } if self.q.settings().max_running == 0 || *count == 1 => {
                 let mut p = self.q.clone();
                 let report = p.tick(*now, &policy);
-                let order = p.pop_order();
                 let mut infos = Vec::new();
                 for _ in 0..*count {
                     match p.pop() {
@@ -30,7 +77,7 @@ impl Harness {
                         Err(e) => return err(format!("probe pop failed: {e}")),
                     }
                 }
-                Some((report, order, infos))
+                Some((report, infos))
             }
             _ => None,
         };
@@ -47,6 +94,10 @@ impl Harness {
                 "a failing operation changed the queue: {a}"
             );
         }
+        // The core's wake-up hint since the last step (kept in step on the
+        // twin too).
+        let woken = self.q.take_woken();
+        self.twin.take_woken();
         let m = &mut self.model;
         let keys = &self.keys;
         let label = match (op, out) {
@@ -55,75 +106,54 @@ impl Harness {
                     key,
                     coll,
                     priority,
+                    gate,
                     payload,
                     now,
                 },
                 Out::Put(r),
             ) => {
                 let kk = keys[*key];
-                let created = m.enqueue(kk, *coll, *priority, payload, *now);
-                let (info, c) = r.map_err(|e| format!("enqueue failed: {e}"))?;
-                ensure!(c == created, "enqueue: created={c}, model says {created}");
-                let j = &m.queued[&kk];
-                ensure!(
-                    pj_info(&info) == j.pj() && info.key == kk,
-                    "enqueue returned {info:?}, model has {:?}",
-                    j.pj()
-                );
-                if let Some(rel) = j.release {
-                    ensure!(info.release_at == rel, "enqueue: release {info:?} != {rel}");
-                }
                 let leased = m.leases.values().any(|l| l.key == kk);
-                match (c, leased) {
-                    (true, true) => "enqueue: new (regrade of a leased key)".into(),
-                    (true, false) => "enqueue: new".into(),
-                    (false, _) => "enqueue: update".into(),
-                }
+                let c = job_config(kk, *coll, *priority, *gate);
+                let want = m.enqueue(&c, payload, *now);
+                compare_put(m, "enqueue", r, want, leased)?
             }
             (
                 Op::Immediate {
                     key,
                     coll,
+                    gate,
                     payload,
                     arrival,
                 },
                 Out::Put(r),
             ) => {
                 let kk = keys[*key];
-                let created = m.put_immediate(kk, *coll, payload, *arrival);
-                let (info, c) = r.map_err(|e| format!("put_immediate failed: {e}"))?;
-                ensure!(
-                    c == created,
-                    "put_immediate: created={c}, model says {created}"
-                );
-                let j = &m.queued[&kk];
-                ensure!(
-                    pj_info(&info) == j.pj() && info.key == kk,
-                    "put_immediate returned {info:?}, model has {:?}",
-                    j.pj()
-                );
-                if let Some(rel) = j.release {
-                    ensure!(
-                        info.release_at == rel,
-                        "put_immediate: release {info:?} != {rel}"
-                    );
-                }
                 let leased = m.leases.values().any(|l| l.key == kk);
-                match (c, leased) {
-                    (true, true) => "immediate: new (regrade of a leased key)".into(),
-                    (true, false) => "immediate: new".into(),
-                    (false, _) => "immediate: update".into(),
-                }
+                let c = job_config(kk, *coll, 0, *gate);
+                let want = m.put_immediate(&c, payload, *arrival);
+                compare_put(m, "put_immediate", r, want, leased)?
             }
-            (Op::Move { key, release, .. }, Out::Move(r)) => {
-                let want = m.move_job(&keys[*key], *release);
+            (
+                Op::Move {
+                    key,
+                    release,
+                    buffer,
+                    now,
+                },
+                Out::Move(r),
+            ) => {
+                let how = if *release {
+                    Move::Release
+                } else {
+                    Move::Delay { buffer: *buffer }
+                };
+                let want = m.move_job(&keys[*key], how, *now);
                 match (r, want) {
-                    (Ok(info), Ok(())) => {
-                        let j = &m.queued[&keys[*key]];
+                    (Ok(info), Ok(w)) => {
                         ensure!(
-                            pj_info(&info) == j.pj(),
-                            "move returned {info:?}, model {:?}",
-                            j.pj()
+                            sans_nonce(&info) == sans_nonce(&w),
+                            "move returned {info:?}, model {w:?}"
                         );
                         "move: ok".into()
                     }
@@ -155,33 +185,29 @@ impl Harness {
                     return Ok("pop: TimeOverflow".into());
                 }
                 let (ds, report) = r.map_err(|e| format!("pop failed: {e}"))?;
-                let (probe_report, probe_order, probe_infos) = probe.unwrap();
                 let want_report = m.tick(*now, &policy);
                 ensure!(
-                    report == want_report && report == probe_report,
-                    "pop's tick report {report:?}; model {want_report:?}; tick alone {probe_report:?}"
+                    sans_wake(&report) == want_report,
+                    "pop's tick report {report:?}; model {want_report:?}"
                 );
-                let mut order_set: Vec<JobKey> = probe_order.clone();
-                order_set.sort_unstable();
-                let mut model_set: Vec<JobKey> = m.queued.keys().copied().collect();
-                model_set.sort_unstable();
-                ensure!(
-                    order_set == model_set,
-                    "after tick the queue holds {:?}, model says {:?}",
-                    order_set.iter().map(kname).collect::<Vec<_>>(),
-                    model_set.iter().map(kname).collect::<Vec<_>>()
-                );
+                if m.take_must_wake() {
+                    ensure!(
+                        report.uncapped || woken,
+                        "pop's tick brought a capped collation with jobs below its cap and woke nobody: {report:?}"
+                    );
+                }
                 let got: Vec<Info> = ds.iter().map(|(i, _)| i.clone()).collect();
-                ensure!(
-                    got == probe_infos,
-                    "pop_deliveries handed out {got:?}\n    but tick + pop x{count} gives {probe_infos:?}"
-                );
-                ensure!(
-                    got.len() == (*count).min(m.queued.len()),
-                    "pop handed out {} of {} queued (count {count})",
-                    got.len(),
-                    m.queued.len()
-                );
+                if let Some((probe_report, probe_infos)) = probe {
+                    ensure!(
+                        report == probe_report && got == probe_infos,
+                        "pop_deliveries gave {got:?} ({report:?})\n    but tick + pop x{count} gives {probe_infos:?} ({probe_report:?})"
+                    );
+                }
+                let capped_skip = m.settings.max_running > 0
+                    && m.order
+                        .pop_order()
+                        .first()
+                        .is_some_and(|k| m.waits_for_cap(k));
                 for (info, lease) in &ds {
                     let kk = info.key;
                     if let Some((at, dj)) = m.delayed.get(&kk) {
@@ -193,38 +219,28 @@ impl Harness {
                     if let Some(f) = m.ended_payloads.get(&info.payload) {
                         return err(format!("a job that ended ({f:?}) was handed out: {info:?}"));
                     }
-                    let mut j = match m.queued.remove(&kk) {
-                        Some(j) => j,
-                        None => {
-                            return err(format!(
-                                "handed out {info:?}, which the model has not queued"
-                            ))
-                        }
+                    let Some((mk, j, w)) = m.pop_one() else {
+                        return err(format!(
+                            "handed out {info:?}, but the model has nothing to hand out (queued {:?})",
+                            names(&m.order.pop_order())
+                        ));
                     };
+                    ensure!(
+                        mk == kk && sans_nonce(info) == sans_nonce(&w),
+                        "handed out {info:?}, the model hands out {w:?}"
+                    );
                     ensure!(
                         m.newest.get(&kk) == Some(&j.id),
                         "handed out {info:?}, which is not the newest job of its key"
                     );
                     let last = m.last_attempt.get(&j.id).copied().unwrap_or(0);
                     ensure!(
-                        info.attempts == j.attempts + 1 && info.attempts == last + 1,
+                        info.attempts == j.attempts && info.attempts == last + 1,
                         "delivery attempts {} but the job had {} (last delivery {last})",
                         info.attempts,
-                        j.attempts
+                        j.attempts - 1
                     );
-                    j.attempts += 1;
                     m.last_attempt.insert(j.id, j.attempts);
-                    ensure!(
-                        pj_info(info) == j.pj(),
-                        "delivery {info:?} but model job {:?}",
-                        j.pj()
-                    );
-                    if let Some(rel) = j.release {
-                        ensure!(
-                            info.release_at == rel,
-                            "delivery {info:?}: release != {rel}"
-                        );
-                    }
                     if policy.max_attempts > 0 && self.policy_fixed {
                         ensure!(
                             j.attempts <= policy.max_attempts,
@@ -260,10 +276,20 @@ impl Harness {
                         (l, ms) => return err(format!("lease_ms {ms} gave lease {l:?}")),
                     }
                 }
+                if ds.len() < *count {
+                    let next = m.peek_pop();
+                    ensure!(
+                        next.is_none(),
+                        "pop handed out {} of count {count}, but the model would hand out {} next",
+                        ds.len(),
+                        kname(&next.unwrap())
+                    );
+                }
+                let skip = if capped_skip { ", front capped" } else { "" };
                 if *lease_ms == 0 {
-                    format!("pop: at-most-once, {} handed out", ds.len())
+                    format!("pop: at-most-once, {} handed out{skip}", ds.len())
                 } else {
-                    format!("pop: leased {} of count {count}", ds.len())
+                    format!("pop: leased {} of count {count}{skip}", ds.len())
                 }
             }
             (
@@ -280,6 +306,12 @@ impl Harness {
                 let superseded = m.leases.get(token).is_some_and(|l| m.regraded_since(l));
                 let want = m.ack(&keys[*key], *token, result.as_deref(), *now, *ttl);
                 ensure!(r == want, "ack: got {r:?}, model says {want:?}");
+                if m.take_must_wake() {
+                    ensure!(
+                        woken,
+                        "an ack brought a capped collation with jobs below its cap and woke nobody"
+                    );
+                }
                 match r {
                     Ok(()) if superseded => "ack: ok (superseded lease)".into(),
                     Ok(()) if result.is_some() && *ttl > 0 => "ack: ok, result kept".into(),
@@ -299,6 +331,12 @@ impl Harness {
             ) => {
                 let want = m.nack(&keys[*key], *token, *delay, *now, &policy);
                 ensure!(r == want, "nack: got {r:?}, model says {want:?}");
+                if m.take_must_wake() {
+                    ensure!(
+                        woken,
+                        "a nack brought a capped collation with jobs below its cap and woke nobody"
+                    );
+                }
                 match r {
                     Ok(NackOutcome::Retry { retry_at, .. }) if retry_at <= *now => {
                         "nack: retry at once".into()
@@ -332,12 +370,32 @@ impl Harness {
             (Op::Cancel { key }, Out::Cancel(r)) => {
                 let want = m.cancel(&keys[*key]);
                 ensure!(r == Ok(want), "cancel: got {r:?}, model says {want}");
+                if m.take_must_wake() {
+                    ensure!(woken, "a cancellation brought a capped collation with jobs below its cap and woke nobody");
+                }
                 format!("cancel: {want}")
             }
             (Op::Tick { now }, Out::Tick(r)) => {
                 let want = m.tick(*now, &policy);
-                ensure!(r == want, "tick: got {r:?}, model says {want:?}");
-                format!("tick: changed={}", r.changed())
+                ensure!(
+                    sans_wake(&r) == want,
+                    "tick: got {r:?}, model says {want:?}"
+                );
+                if m.take_must_wake() {
+                    ensure!(
+                        r.uncapped || woken,
+                        "a tick brought a capped collation with jobs below its cap and woke nobody: {r:?}"
+                    );
+                }
+                format!(
+                    "tick: changed={}{}",
+                    r.changed(),
+                    if r.lifetime > 0 {
+                        ", lifetimes over"
+                    } else {
+                        ""
+                    }
+                )
             }
             (Op::DeadRequeue { key, now }, Out::Requeue(r)) => {
                 let kk = keys[*key];
@@ -346,7 +404,8 @@ impl Harness {
                     (Ok(info), Ok(())) => {
                         let j = &m.queued[&kk];
                         ensure!(
-                            pj_info(&info) == j.pj()
+                            sans_nonce(&info) == sans_nonce(&m.info(&kk).unwrap())
+                                && pj_info(&info) == j.pj()
                                 && info.release_at == *now
                                 && info.attempts == 0
                                 && info.immediate,
@@ -368,16 +427,10 @@ impl Harness {
             }
             (Op::DeadList { offset, limit }, Out::List(got)) => {
                 let want: Vec<DeadView> = m
-                    .dead_list()
+                    .dead_views()
                     .into_iter()
                     .skip(*offset)
                     .take(*limit)
-                    .map(|(key, d)| DeadView {
-                        key: kname(&key),
-                        died_at: d.died_at,
-                        cause: d.cause,
-                        job: d.job.pj(),
-                    })
                     .collect();
                 ensure!(got == want, "dead_list: got {got:?}, model {want:?}");
                 "dead_list".into()
@@ -385,6 +438,42 @@ impl Harness {
             (Op::SetPolicy(p), Out::None) => {
                 self.policy = *p;
                 "set policy".into()
+            }
+            (Op::Gate { gate, op }, out) => {
+                let g = GATES[*gate];
+                let n = m.order.held_keys(g).len().min(3);
+                let closed = m.order.gates.contains(g);
+                match (op, out) {
+                    (GateOp::Close, Out::GateClose(r)) => {
+                        let want = m.order.close_gate(g);
+                        ensure!(r == Ok(want), "close_gate: {r:?}, model says {want}");
+                        format!("gate close: was open {want}")
+                    }
+                    (GateOp::Open, Out::GateOpen(r)) => {
+                        let want = m.order.open_gate(g);
+                        ensure!(r == Ok(want), "open_gate: {r:?}, model says {want}");
+                        format!("gate open: closed {closed}, released {n}")
+                    }
+                    (GateOp::Drop, Out::GateDrop(r)) => {
+                        let want = m.drop_gate(g);
+                        ensure!(
+                            r == Ok(want.clone()),
+                            "drop_gate: {r:?}, model says {want:?}"
+                        );
+                        format!("gate drop: closed {closed}, dropped {n}")
+                    }
+                    (op, out) => return err(format!("harness: {op:?} answered {out:?}")),
+                }
+            }
+            (Op::SetSettings(s), Out::Settings(r)) => {
+                ensure!(r.is_ok(), "set_settings({s:?}) failed: {r:?}");
+                m.set_settings(*s);
+                format!(
+                    "settings: lifetime {}, cap {}, autodelay {}",
+                    s.lifetime > 0,
+                    s.max_running,
+                    s.autodelay.window > 0
+                )
             }
             (op, out) => return err(format!("harness: {op:?} answered {out:?}")),
         };

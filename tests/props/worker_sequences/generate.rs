@@ -1,9 +1,10 @@
 //! The random operations: a clock that mostly creeps and sometimes jumps
 //! onto a deadline, keys that are somewhere interesting, tokens that are
-//! live, stale, cancelled, of another key or never issued.
+//! live, stale, cancelled, of another key or never issued; gates, queue
+//! settings.
 
 use orca::core::worker::CANCEL_MEMORY_MS;
-use orca::core::{JobKey, Order, Queue, MAX_TIME};
+use orca::core::{JobKey, Order, Queue, Settings, MAX_TIME};
 
 use crate::common::Rng;
 use crate::support::*;
@@ -22,15 +23,38 @@ impl Harness {
             Order::Fifo
         };
         let policy = random_policy(&mut rng);
-        let q = Queue::new(order);
+        let clock_may_go_back = seed % 4 == 1;
+        let autodelay_ok = !clock_may_go_back;
+        // A few sequences start with the defaults (no policy at all), the
+        // others with random settings; some change them as they go.
+        let settings = if seed % 7 == 3 {
+            Settings {
+                order,
+                ..Settings::default()
+            }
+        } else {
+            random_settings(
+                &mut rng,
+                &Settings {
+                    order,
+                    ..Settings::default()
+                },
+                autodelay_ok,
+            )
+        };
+        settings.validate().expect("valid settings");
+        let q = Queue::with_settings(settings);
         Harness {
             twin: q.clone(),
             q,
-            model: Model::default(),
+            model: Model::new(settings),
             now: rng.range(0, 5_000),
             policy,
             policy_fixed: seed % 3 != 2,
-            clock_may_go_back: seed % 4 == 1,
+            clock_may_go_back,
+            gates_on: seed % 5 != 2,
+            autodelay_ok,
+            settings_change: seed.is_multiple_of(2),
             keys,
             key_index,
             writes: 0,
@@ -64,6 +88,7 @@ impl Harness {
                     .chain(m.delayed.values().map(|(at, _)| *at))
                     .chain(m.results.values().map(|(at, _)| *at))
                     .chain(m.cancelled.values().copied())
+                    .chain(m.policy_deadlines())
                     .filter(|d| *d >= self.now && *d - self.now < 10_000_000)
                     .collect();
                 ds.sort_unstable();
@@ -93,6 +118,14 @@ impl Harness {
     /// A key that is somewhere interesting (delayed, leased, dead), or any.
     pub(super) fn busy_key(&mut self) -> usize {
         let mut busy: Vec<JobKey> = self.model.delayed.keys().copied().collect();
+        busy.extend(
+            self.model
+                .order
+                .jobs
+                .iter()
+                .filter(|j| j.held.is_some())
+                .map(|j| j.key),
+        );
         busy.extend(self.model.leases.values().map(|l| l.key));
         busy.extend(self.model.dead.keys().copied());
         busy.extend(self.model.queued.keys().copied());
@@ -155,10 +188,12 @@ impl Harness {
                 } else {
                     self.rng.range(0, 3000)
                 };
+                let gate = self.config_gate();
                 Op::Enqueue {
                     key,
                     coll,
                     priority,
+                    gate,
                     payload: self.payload(key, "e"),
                     now,
                 }
@@ -175,9 +210,11 @@ impl Harness {
                 } else {
                     (now - self.rng.range(0, 5000)).max(0)
                 };
+                let gate = self.config_gate();
                 Op::Immediate {
                     key,
                     coll,
+                    gate,
                     payload: self.payload(key, "i"),
                     arrival,
                 }
@@ -285,10 +322,20 @@ impl Harness {
                 Op::DeadRequeue { key, now }
             }
             930..=934 => Op::DeadPurge,
-            935..=969 => Op::DeadList {
+            935..=949 => Op::DeadList {
                 offset: self.rng.range(0, 3) as usize,
                 limit: self.rng.range(0, 5) as usize,
             },
+            950..=979 if self.gates_on => Op::Gate {
+                gate: self.rng.below(GATES.len() as u64) as usize,
+                op: *self
+                    .rng
+                    .pick(&[GateOp::Close, GateOp::Close, GateOp::Open, GateOp::Drop]),
+            },
+            980..=984 if self.settings_change => {
+                let cur = *self.q.settings();
+                Op::SetSettings(random_settings(&mut self.rng, &cur, self.autodelay_ok))
+            }
             _ => {
                 if self.policy_fixed {
                     Op::Tick { now }
@@ -297,5 +344,11 @@ impl Harness {
                 }
             }
         }
+    }
+
+    /// A gate for a config: none mostly; where gates are on, one a config
+    /// can name (closed or not).
+    pub(super) fn config_gate(&mut self) -> Option<usize> {
+        (self.gates_on && self.rng.chance(30)).then(|| self.rng.below(CONFIG_GATES as u64) as usize)
     }
 }

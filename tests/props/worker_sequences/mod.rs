@@ -1,36 +1,52 @@
-//! Property tests of the worker layer of the queue core (`orca::core::worker`):
-//! leases, ack/nack, retries with backoff, dead letters, kept results,
-//! cancellation and `tick`, against a small reference model; plus focused
-//! scenario tests, one per rule.
+//! Property tests of the worker layer of the queue core (`orca::core::worker`)
+//! and the queue's policies, against the reference model
+//! (`worker_model.rs`, which composes the order model and one model file
+//! per policy): leases, ack/nack, retries with backoff, dead letters, kept
+//! results, cancellation and `tick`; gates and held jobs, the submission
+//! window of automatic delays, lifetimes, running caps, and the bounds on
+//! dead letters and results.
 //!
 //! No test-framework dependencies: a tiny deterministic xorshift64* PRNG
 //! drives everything.
 //!
-//! - `random_worker_sequences`: long random sequences mixing enqueue,
-//!   immediate, move, delete, pop (leases of many lengths and `LEASE 0`,
-//!   count 1..3), ack (with and without results, stale, cancelled and
-//!   wrong-key tokens), nack (backoff, explicit and zero delays), extend,
-//!   cancel, tick, dead list/requeue/purge and policy changes, with a clock
-//!   that advances by random amounts and sometimes jumps straight past the
-//!   next deadline or past `CANCEL_MEMORY_MS`. After every step the core is
-//!   compared with the model: `check()`, `states()` of every key, `result()`
-//!   of every key, `state_counts()`, `next_deadline()`, `dead_list()`, and the
-//!   set of queued keys. Every job instance the model created is, at all
-//!   times, in exactly one place (queued, delayed, leased, dead) or has
+//! - `random_worker_sequences`: long random sequences mixing enqueue (some
+//!   naming gates), immediate, move, delete, pop (leases of many lengths and
+//!   `LEASE 0`, count 1..3), ack (with and without results, stale, cancelled
+//!   and wrong-key tokens), nack (backoff, explicit and zero delays),
+//!   extend, cancel, tick, dead list/requeue/purge, gates closed, opened and
+//!   dropped, policy changes and queue settings changes (lifetime, auto
+//!   delay, running cap, DEADMAX, DEADTTL, RESULTMAX, order), with a clock
+//!   that advances by random amounts and sometimes jumps straight onto (or
+//!   1 ms around) the next deadline of any kind (leases, retries, results,
+//!   cancellations, lifetimes, dead-letter ages, submission windows) or
+//!   past `CANCEL_MEMORY_MS`. After every step the core is compared with
+//!   the model: `check()`, `states()` of every key (queued with its exact
+//!   position, release time and `capped` flag, held with its gate, delayed,
+//!   leased, dead), `result()` of every key, `state_counts()`,
+//!   `held_len()`, `gate_list()`, `running_by_collation()`, `stats(now)`,
+//!   `settings()`, `next_deadline()`, the whole `dead_list()`, and
+//!   `pop_order()`. Every job instance the model created is, at all times,
+//!   in exactly one place (queued, held, delayed, leased, dead) or has
 //!   exactly one fate (acked, consumed by `LEASE 0`, superseded, cancelled,
-//!   deleted, purged, replaced on the dead list). Tokens are never reused;
-//!   attempts grow by exactly one per delivery; a job dies exactly at
-//!   `max_attempts`; a delayed, acked or cancelled job is never handed out.
-//!   Regrade supersession: a new job under a key (enqueue or put_immediate
-//!   creating it, dead_requeue) marks every lease on the key superseded and
-//!   drops its pending retry at once; a superseded lease can still be acked,
-//!   its NACK is `Superseded` whatever its attempts, its expiry drops it. So
-//!   per key at most one of (queued job, delayed retry, lease that is not
-//!   superseded) exists, and every delivery is of the newest instance of its
-//!   key: a stale attempt never comes back.
-//!   Pops are checked against a probe: a clone of the queue that runs
-//!   `tick(now)` and then plain `pop()` `count` times must give exactly the
-//!   deliveries (and tick report) `pop_deliveries` gives.
+//!   deleted, purged, replaced on the dead list, forgotten by a bound,
+//!   dropped with its gate). Tokens are never reused; attempts grow by
+//!   exactly one per delivery; a job dies exactly at `max_attempts`; a
+//!   delayed, acked or cancelled job is never handed out; a pop hands out
+//!   exactly the jobs the model predicts, in its order, under the running
+//!   cap. Regrade supersession: a new job under a key (enqueue or
+//!   put_immediate creating it, dead_requeue) marks every lease on the key
+//!   superseded and drops its pending retry at once; a superseded lease can
+//!   still be acked, its NACK is `Superseded` whatever its attempts, its
+//!   expiry drops it. So per key at most one of (queued or held job,
+//!   delayed retry, lease that is not superseded) exists, and every
+//!   delivery is of the newest instance of its key: a stale attempt never
+//!   comes back. A lease ending under a running cap that lets a collation
+//!   with queued jobs be popped again must raise the core's wake-up
+//!   (`take_woken`, or the tick report's `uncapped`).
+//!   Without a cap (or with count 1), pops are also checked against a
+//!   probe: a clone of the queue that runs `tick(now)` and then plain
+//!   `pop()` `count` times must give exactly the deliveries (and tick
+//!   report) `pop_deliveries` gives.
 //!   Every 4 steps `next_deadline()` is probed on a clone: a tick 1 ms
 //!   before it changes nothing, a tick at it changes something.
 //!   A failing operation must leave `encode()` unchanged. Every 50 steps the
@@ -43,8 +59,8 @@
 //! A failure prints the seed, the step, the clock, the operation and the
 //! operations leading up to it; re-run with `ORCA_PROP_SEED=<seed>`.
 //!
-//! Core bugs this suite found, fixed since, are kept as `regression_*` tests
-//! at the end (`worker_bug_*` for any still open);
+//! Core bugs this suite found are kept as tests in `worker_rules/`
+//! (`regression_*` fixed, `worker_bug_*` still open);
 //! `design_stale_attempt_beats_regrade` keeps the design hazard it found
 //! (the newest regrade dropped for a stale attempt), now ruled out.
 
@@ -56,12 +72,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
+use orca::core::settings::AutoDelay;
 use orca::core::worker::Delivery;
 use orca::core::{
-    JobConfig, JobKey, Move, NackOutcome, Policy, Queue, QueueError, TickReport, MAX_TIME,
+    JobConfig, JobKey, Move, NackOutcome, Order, Policy, Put, Queue, QueueError, Settings,
+    TickReport, MAX_TIME,
 };
 
 use crate::common::{seeds, steps, Rng};
+pub use crate::gates_model::{compare_gates, GateOp};
 use crate::support::*;
 use crate::worker_model::*;
 use crate::worker_views::*;
@@ -70,18 +89,25 @@ pub const COLLS: [&str; 3] = ["user.1", "team.7", "user.2"];
 
 pub const POOL: usize = 20;
 
+/// Gates: the first two can be named by configs; the last only by
+/// `ORCA.GATE` ("Gate names are binary-safe").
+pub const GATES: [&[u8]; 3] = [b"img-a", b"img-b", b"\x00\xffbin"];
+pub const CONFIG_GATES: usize = 2;
+
 #[derive(Clone, Debug)]
 pub enum Op {
     Enqueue {
         key: usize,
         coll: Option<&'static str>,
         priority: i64,
+        gate: Option<usize>,
         payload: Vec<u8>,
         now: i64,
     },
     Immediate {
         key: usize,
         coll: Option<&'static str>,
+        gate: Option<usize>,
         payload: Vec<u8>,
         arrival: i64,
     },
@@ -137,6 +163,11 @@ pub enum Op {
         limit: usize,
     },
     SetPolicy(Policy),
+    Gate {
+        gate: usize,
+        op: GateOp,
+    },
+    SetSettings(Settings),
 }
 
 pub fn pool_name(i: usize) -> String {
@@ -150,21 +181,25 @@ pub fn describe(op: &Op) -> String {
             key,
             coll,
             priority,
+            gate,
             payload,
             now,
         } => format!(
-            "enqueue({} coll={coll:?} priority={priority} payload={:?} now={now})",
+            "enqueue({} coll={coll:?} priority={priority} gate={:?} payload={:?} now={now})",
             n(key),
+            gate.map(|g| text(GATES[g])),
             text(payload)
         ),
         Op::Immediate {
             key,
             coll,
+            gate,
             payload,
             arrival,
         } => format!(
-            "put_immediate({} coll={coll:?} payload={:?} arrival={arrival})",
+            "put_immediate({} coll={coll:?} gate={:?} payload={:?} arrival={arrival})",
             n(key),
+            gate.map(|g| text(GATES[g])),
             text(payload)
         ),
         Op::Move {
@@ -223,6 +258,8 @@ pub fn describe(op: &Op) -> String {
         Op::DeadPurge => "dead_purge()".into(),
         Op::DeadList { offset, limit } => format!("dead_list({offset}, {limit})"),
         Op::SetPolicy(p) => format!("policy := {p:?}"),
+        Op::Gate { gate, op } => format!("{op:?} gate {:?}", text(GATES[*gate])),
+        Op::SetSettings(s) => format!("settings := {s:?}"),
     }
 }
 
@@ -233,7 +270,7 @@ pub type Delivered = Vec<(Info, Option<(u64, i64)>)>;
 /// decoded twin through `Debug`.
 #[derive(Debug)]
 pub enum Out {
-    Put(Result<(Info, bool), QueueError>),
+    Put(Result<(Info, Put), QueueError>),
     Move(Result<Info, QueueError>),
     Delete(Result<bool, QueueError>),
     Pop(Result<(Delivered, TickReport), QueueError>),
@@ -245,6 +282,10 @@ pub enum Out {
     Requeue(Result<Info, QueueError>),
     Purge(usize),
     List(Vec<DeadView>),
+    GateClose(Result<bool, QueueError>),
+    GateOpen(Result<usize, QueueError>),
+    GateDrop(Result<Vec<Vec<u8>>, QueueError>),
+    Settings(Result<(), QueueError>),
     None,
 }
 
@@ -260,6 +301,10 @@ impl Out {
             Out::Extend(r) => r.is_err(),
             Out::Cancel(r) => r.is_err(),
             Out::Requeue(r) => r.is_err(),
+            Out::GateOpen(r) => r.is_err(),
+            Out::GateDrop(r) => r.is_err(),
+            Out::Settings(r) => r.is_err(),
+            Out::GateClose(r) => r.is_err(),
             Out::Tick(_) | Out::Purge(_) | Out::List(_) | Out::None => false,
         }
     }
@@ -275,35 +320,24 @@ pub fn run_core(q: &mut Queue, op: &Op, policy: &Policy, keys: &[JobKey]) -> Out
             key,
             coll,
             priority,
+            gate,
             payload,
             now,
         } => {
-            let c = JobConfig {
-                job_key: keys[*key],
-                collation: coll.map(str::to_string),
-                priority: *priority,
-                gate: None,
-            };
-            Out::Put(
-                q.enqueue(&c, payload, *now)
-                    .map(|(i, p)| (conv(&i), p.created)),
-            )
+            let c = job_config(keys[*key], *coll, *priority, *gate);
+            Out::Put(q.enqueue(&c, payload, *now).map(|(i, p)| (conv(&i), p)))
         }
         Op::Immediate {
             key,
             coll,
+            gate,
             payload,
             arrival,
         } => {
-            let c = JobConfig {
-                job_key: keys[*key],
-                collation: coll.map(str::to_string),
-                priority: 0,
-                gate: None,
-            };
+            let c = job_config(keys[*key], *coll, 0, *gate);
             Out::Put(
                 q.put_immediate(&c, payload, *arrival)
-                    .map(|(i, p)| (conv(&i), p.created)),
+                    .map(|(i, p)| (conv(&i), p)),
             )
         }
         Op::Move {
@@ -358,6 +392,67 @@ pub fn run_core(q: &mut Queue, op: &Op, policy: &Policy, keys: &[JobKey]) -> Out
         Op::DeadPurge => Out::Purge(q.dead_purge()),
         Op::DeadList { offset, limit } => Out::List(core_dead_list(q, *offset, *limit)),
         Op::SetPolicy(_) => Out::None,
+        Op::Gate { gate, op } => {
+            let g = GATES[*gate];
+            match op {
+                GateOp::Close => Out::GateClose(q.close_gate(g)),
+                GateOp::Open => Out::GateOpen(q.open_gate(g)),
+                GateOp::Drop => Out::GateDrop(
+                    q.drop_gate(g)
+                        .map(|v| v.into_iter().map(|b| b.to_vec()).collect()),
+                ),
+            }
+        }
+        Op::SetSettings(s) => Out::Settings(q.set_settings(*s)),
+    }
+}
+
+pub fn job_config(
+    key: JobKey,
+    coll: Option<&str>,
+    priority: i64,
+    gate: Option<usize>,
+) -> JobConfig {
+    JobConfig {
+        job_key: key,
+        collation: coll.map(str::to_string),
+        priority,
+        gate: gate.map(|g| text(GATES[g])),
+    }
+}
+
+/// Queue settings for a sequence: the order kept; the automatic delay
+/// only where `autodelay` (never growing its window while it is on: the
+/// docs do not say what that does to submissions outside the old window).
+pub fn random_settings(rng: &mut Rng, cur: &Settings, autodelay: bool) -> Settings {
+    let autodelay = if !autodelay || rng.chance(20) {
+        AutoDelay::default()
+    } else {
+        let mut window = *rng.pick(&[400, 3_000, 20_000, 60_000, 300_000]);
+        if cur.autodelay.window > 0 {
+            window = window.min(cur.autodelay.window);
+        }
+        AutoDelay {
+            window,
+            step: *rng.pick(&[0, 10, 300, 2_000, 2_000]),
+            cap: *rng.pick(&[0, 0, 500, 5_000]),
+        }
+    };
+    let order = if rng.chance(90) {
+        cur.order
+    } else if rng.chance(50) {
+        Order::Lifo
+    } else {
+        Order::Fifo
+    };
+    Settings {
+        order,
+        lifetime: *rng.pick(&[0, 0, 0, 40, 700, 4_000, 30_000]),
+        autodelay,
+        max_running: *rng.pick(&[0, 0, 1, 1, 2, 3]),
+        dead_max: *rng.pick(&[0, 1, 2, 4, 100_000]),
+        dead_ttl: *rng.pick(&[0, 0, 0, 100, 2_000, 40_000]),
+        result_max: *rng.pick(&[0, 1, 3, 100_000]),
     }
 }
 
@@ -382,6 +477,13 @@ pub struct Harness {
     /// by `max_attempts` everywhere).
     pub policy_fixed: bool,
     pub clock_may_go_back: bool,
+    /// Configs name gates, and gates are closed, opened and dropped.
+    pub gates_on: bool,
+    /// The automatic delay may be on (never with a clock going back: the
+    /// docs do not say what earlier times do to the count).
+    pub autodelay_ok: bool,
+    /// The queue's settings change as the sequence goes.
+    pub settings_change: bool,
     pub keys: Vec<JobKey>,
     pub key_index: HashMap<JobKey, usize>,
     pub writes: u64,
@@ -415,14 +517,20 @@ pub fn run_sequence(seed: u64, steps: usize, stats: &mut Stats) {
             tail.join("\n")
         )
     };
-    // The random part, then a final tick far in the future (everything due
-    // comes back or dies, all records are forgotten) and a drain.
-    let total = steps + 2;
+    // The random part, then every gate opened, a final tick far in the
+    // future (everything due comes back or dies, all records are
+    // forgotten) and a drain.
+    let total = steps + GATES.len() + 2;
     for step in 0..total {
         let op = if step < steps {
             h.advance_clock();
             h.gen_op()
-        } else if step == steps {
+        } else if step < steps + GATES.len() {
+            Op::Gate {
+                gate: step - steps,
+                op: GateOp::Open,
+            }
+        } else if step == steps + GATES.len() {
             // Leases and retries may be parked up to MAX_TIME.
             h.now = MAX_TIME;
             Op::Tick { now: h.now }

@@ -1,7 +1,8 @@
 //! After every step: everything observable compared with the model; the
 //! next deadline probed; the encode/decode round trip that makes the twin.
 
-use orca::core::{Queue, TickReport};
+use orca::core::worker::DeathCause;
+use orca::core::{Queue, TickReport, MAX_TIME};
 
 use crate::support::*;
 use crate::worker_views::*;
@@ -28,20 +29,16 @@ impl Harness {
             m.next_deadline()
         );
         let order = q.pop_order();
+        let want_order = m.order.pop_order();
         ensure!(
-            order.len() == m.queued.len() && order.iter().all(|k| m.queued.contains_key(k)),
-            "queue holds {:?}, model {:?}",
-            order.iter().map(kname).collect::<Vec<_>>(),
-            m.queued.keys().map(kname).collect::<Vec<_>>()
+            order == want_order,
+            "pop_order {:?}\n    model {:?}",
+            names(&order),
+            names(&want_order)
         );
         for key in &self.keys {
             let got = core_states(q, key)?;
-            let pos = order.iter().position(|k| k == key).map(|p| p + 1);
-            let core_release = got.iter().find_map(|s| match s {
-                S::Queued { release_at, .. } => Some(*release_at),
-                _ => None,
-            });
-            let want = m.states(key, pos, core_release);
+            let want = m.states(key);
             ensure!(
                 got == want,
                 "states({}):\n    core:  {got:?}\n    model: {want:?}",
@@ -63,18 +60,17 @@ impl Harness {
             );
         }
         let got = core_dead_list(q, 0, usize::MAX);
-        let want: Vec<String> = m.dead_list().iter().map(|(k, _)| kname(k)).collect();
-        let got_keys: Vec<String> = got.iter().map(|d| d.key.clone()).collect();
-        ensure!(
-            got_keys == want,
-            "dead_list order {got_keys:?}, model {want:?}"
-        );
+        let want = m.dead_views();
+        ensure!(got == want, "dead_list {got:?}\n    model {want:?}");
+        self.verify_policies()?;
         if self.policy_fixed {
             let max = self.policy.max_attempts;
+            // Lifetime deaths have nothing to do with attempts.
+            let failed = || m.dead.values().filter(|d| d.cause != DeathCause::Lifetime);
             if max == 0 {
-                ensure!(m.dead.is_empty(), "a job died with max_attempts 0");
+                ensure!(failed().count() == 0, "a job died with max_attempts 0");
             } else {
-                for d in m.dead.values() {
+                for d in failed() {
                     ensure!(
                         d.job.attempts == max,
                         "dead after {} of {max} attempts",
@@ -100,6 +96,86 @@ impl Harness {
         Ok(())
     }
 
+    /// Held jobs and gates, running counts, the statistics and the
+    /// settings, as the model has them.
+    pub(super) fn verify_policies(&self) -> Result<(), String> {
+        let q = &self.q;
+        let m = &self.model;
+        compare_gates(q, &m.order)?;
+        let mut running: Vec<(String, u32)> = q
+            .running_by_collation(usize::MAX)
+            .into_iter()
+            .map(|(c, n)| (c.into_owned(), n))
+            .collect();
+        running.sort();
+        ensure!(
+            running == m.running_list(),
+            "running_by_collation {running:?}, model {:?}",
+            m.running_list()
+        );
+        ensure!(
+            q.settings() == &m.settings,
+            "settings {:?}, model {:?}",
+            q.settings(),
+            m.settings
+        );
+        // ORCA.STATS: "counts by state ..., `results` kept, `collations`,
+        // `immediate` queued jobs, and wait-time statistics in ms ... (the
+        // wait of a queued job is now minus its arrival time `created_at`):
+        // `wait_all` over every queued job and `wait_released` over queued
+        // jobs whose release time has passed".
+        let st = q.stats(self.now);
+        let (queued, delayed, leased, dead) = m.counts();
+        let infos: Vec<Info> = m
+            .order
+            .pop_order()
+            .iter()
+            .map(|k| m.info(k).unwrap())
+            .collect();
+        let waits = |released: bool| {
+            let w: Vec<i64> = infos
+                .iter()
+                .filter(|i| !released || i.release_at <= self.now)
+                .map(|i| (self.now - i.created_at).max(0))
+                .collect();
+            let n = w.len() as i64;
+            (
+                n,
+                w.iter().min().copied().unwrap_or(0),
+                w.iter().max().copied().unwrap_or(0),
+                if n == 0 { 0 } else { w.iter().sum::<i64>() / n },
+            )
+        };
+        let got = (
+            (st.queued, st.delayed, st.leased, st.dead),
+            (st.results, st.collations, st.immediate),
+            (
+                st.wait_all.count as i64,
+                st.wait_all.min,
+                st.wait_all.max,
+                st.wait_all.avg(),
+            ),
+            (
+                st.wait_released.count as i64,
+                st.wait_released.min,
+                st.wait_released.max,
+                st.wait_released.avg(),
+            ),
+        );
+        let want = (
+            (queued, delayed, leased, dead),
+            (
+                m.results.len(),
+                m.order.stacks.len(),
+                infos.iter().filter(|i| i.immediate).count(),
+            ),
+            waits(false),
+            waits(true),
+        );
+        ensure!(got == want, "stats({}) {got:?}, model {want:?}", self.now);
+        Ok(())
+    }
+
     /// `next_deadline()` is exact: a tick 1 ms before it changes nothing,
     /// a tick at it changes something and moves it later.
     pub(super) fn probe_next_deadline(&self) -> Result<(), String> {
@@ -115,6 +191,11 @@ impl Harness {
                 "tick({}) one ms before next_deadline {d} changed something: {r:?}",
                 d - 1
             );
+        }
+        if d > MAX_TIME {
+            // A dead letter's age or a job's lifetime that ends past the
+            // last time a clock can show (2^53-1): due never.
+            return Ok(());
         }
         c.tick(d, &self.policy);
         ensure!(
@@ -139,6 +220,9 @@ impl Harness {
         let d = Queue::decode(&bytes).map_err(|e| format!("decode(encode()) failed: {e}"))?;
         d.check()
             .map_err(|e| format!("decoded check failed: {e}"))?;
+        let mut d = d;
+        // A loaded queue may announce a wake-up; the twin starts clean.
+        d.take_woken();
         ensure!(d.encode() == bytes, "decode/encode is not byte-identical");
         ensure!(
             d.pop_order() == self.q.pop_order(),
