@@ -479,6 +479,7 @@ impl Queue {
             max_seq: other.next_seq.saturating_sub(1),
             min_tie: other.front_tie,
             empty_gates: HashSet::new(),
+            merging: true,
         };
         let mut failed = None;
         other.for_each_unit(|u| {
@@ -607,6 +608,9 @@ pub struct QueueBuilder {
     min_tie: i64,
     /// Gates declared closed and empty by a gate unit.
     empty_gates: HashSet<Vec<u8>>,
+    /// Merging into an existing queue (`absorb`): a gate the queue already
+    /// has closed merges instead of being a duplicate.
+    merging: bool,
 }
 
 impl QueueBuilder {
@@ -664,6 +668,7 @@ impl QueueBuilder {
             max_seq: 0,
             min_tie: 0,
             empty_gates: HashSet::new(),
+            merging: false,
         })
     }
 
@@ -841,6 +846,10 @@ impl QueueBuilder {
         let gate = r.gate_name()?;
         r.done()?;
         if self.q.gates.closed(gate).is_some() {
+            if self.merging {
+                // Closed on both sides: one closed gate (`absorb`).
+                return Ok(());
+            }
             return Err(corrupt("duplicate gate"));
         }
         self.q.gates.close(gate);

@@ -438,6 +438,21 @@ impl Queue {
         }
     }
 
+    /// Would a pop at `now` certainly hand out a job, after the due
+    /// changes it applies first? (The lowest eligible reservation's job
+    /// survives its lifetime.) A blocked pop's wake-up asks before changing
+    /// anything; a `false` can be wrong only the safe way: a lease or retry
+    /// coming due would bring a job the timer's own tick then offers.
+    pub fn can_hand_out(&self, now: i64) -> bool {
+        let first = if self.caps.on() {
+            self.caps.first()
+        } else {
+            self.index.first()
+        };
+        let l = self.settings.lifetime;
+        first.is_some_and(|n| l == 0 || self.rk(n).score.saturating_add(l) > now)
+    }
+
     /// `pop_deliveries` without showing them (see `Handout`).
     pub fn pop_handouts(
         &mut self,

@@ -15,6 +15,7 @@ use super::ffi::{self, deny_blocking, now_ms, signal_ready, Arg, Kw};
 use super::hooks;
 use super::reply::{self, CmdResult, Reply};
 use super::{settings, stats, timer};
+use crate::core::TickReport;
 
 /// What a pop asks for.
 pub struct PopArgs {
@@ -23,6 +24,9 @@ pub struct PopArgs {
     pub count: Option<i64>,
     pub now: Option<i64>,
     pub max_attempts: i64,
+    /// A blocked pop's wake-up: it may only change the queue if it hands
+    /// out a job (see `take`).
+    pub waking: bool,
 }
 
 impl PopArgs {
@@ -34,6 +38,7 @@ impl PopArgs {
             count: None,
             now: Some(now),
             max_attempts,
+            waking: false,
         }
     }
 }
@@ -62,6 +67,7 @@ fn parse_pop(ctx: &Context, rest: &[RedisString]) -> Result<PopArgs, RedisError>
         count,
         now: opts.ms("NOW")?,
         max_attempts: max_attempts(&opts)?,
+        waking: false,
     })
 }
 
@@ -77,6 +83,14 @@ pub fn take<'a>(
     let policy = settings::policy(Some(p.max_attempts));
     let count = p.count.unwrap_or(1) as usize;
     let (res, _) = write_queue(ctx, name, false, |q| {
+        if p.waking && !q.can_hand_out(now) {
+            // A wake-up that would only apply due changes (say, jobs
+            // past their lifetime) and hand out nothing leaves the queue
+            // to the timer: Redis 7.0 cannot take a replicated change from
+            // a client that stays blocked (it asserts), and the timer
+            // applies and replicates them anyway, then wakes us again.
+            return Ok((0, TickReport::default(), false));
+        }
         let (hs, report) = q
             .pop_handouts(now, p.lease, count, &policy)
             .map_err(core_err)?;
@@ -173,7 +187,7 @@ fn pop_on_ready<'a>(ctx: &Context, args: &'a [RedisString]) -> Option<CmdResult<
         return Some(Err(RedisError::WrongArity));
     };
     let p = match parse_pop(ctx, rest) {
-        Ok(p) => p,
+        Ok(p) => PopArgs { waking: true, ..p },
         Err(e) => return Some(Err(e)),
     };
     take(ctx, name, &p, false).transpose()
@@ -237,7 +251,7 @@ fn mpop_on_ready<'a>(ctx: &Context, args: &'a [RedisString]) -> Option<CmdResult
         Err(e) => return Some(Err(e)),
     };
     let p = match parse_pop(ctx, rest) {
-        Ok(p) => p,
+        Ok(p) => PopArgs { waking: true, ..p },
         Err(e) => return Some(Err(e)),
     };
     take_first(ctx, queues, &p).transpose()

@@ -14,6 +14,8 @@
 //! | `workload` | a seeded workload of every command and what it observes of a server |
 //! | `wait` | the server clock, pinned clocks, waiting with a limit |
 //! | `blocking` | blocking clients on their own thread |
+//! | `events` | keyspace notifications of one queue, in order |
+//! | `policies` | gates, the policy settings, TICK, listings by state, MPOP, ACK/NACK ... NEXT, `INFO orca`, a queue's policy state |
 //! | `aof` | AOF rewrites and the base file |
 //! | `dump` | DUMP payloads and serialized units taken apart (CRC-64, RDB lengths) |
 //! | `resp` | RESP by hand: raw sockets, AOF command streams |
@@ -25,8 +27,10 @@ pub mod aof;
 pub mod blocking;
 pub mod checks;
 pub mod dump;
+pub mod events;
 pub mod fixtures;
 pub mod jobs;
+pub mod policies;
 pub mod reply;
 pub mod resp;
 pub mod rng;
@@ -40,8 +44,10 @@ pub use aof::*;
 pub use blocking::*;
 pub use checks::*;
 pub use dump::*;
+pub use events::*;
 pub use fixtures::*;
 pub use jobs::*;
+pub use policies::*;
 pub use reply::*;
 pub use resp::*;
 pub use rng::*;

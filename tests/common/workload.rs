@@ -2,7 +2,8 @@
 //! MULTI/EXEC and scripts) over several queues, and what it observes of a
 //! server: existence, type, digest, settings and the STATUS of every job
 //! name it uses, and the full pop order (popped on a `COPY`). Two servers
-//! that ran the same pinned workload must observe the same.
+//! that ran the same pinned workload must observe the same; a replica must
+//! observe what its master does (`assert_replica_equal`).
 
 use std::collections::BTreeMap;
 
@@ -12,6 +13,7 @@ use super::checks::JOB_FIELDS;
 use super::jobs::*;
 use super::reply::*;
 use super::rng::Rng;
+use super::server::{sync_replica, Server};
 use super::state::*;
 use crate::args;
 
@@ -452,5 +454,30 @@ pub fn assert_observes(c: &mut Con, queues: &[&str], before: &Observed, what: &s
     for (q, pops) in queues.iter().zip(&before.pops) {
         assert_check(c, q);
         assert_eq!(&pops_via_copy(c, q), pops, "pop order of {q} {what}");
+    }
+}
+
+/// Every key of the master has the same digest on the replica, the datasets
+/// are equal and every queue passes ORCA.CHECK on both.
+pub fn assert_replica_equal(master: &Server, replica: &Server) {
+    sync_replica(master, replica);
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    assert_same(
+        "replica digests",
+        &dataset_digests(&mut m),
+        &dataset_digests(&mut r),
+    );
+    let queues = orca_queues(&mut m);
+    assert!(!queues.is_empty());
+    assert_eq!(orca_queues(&mut r), queues);
+    let names: Vec<&str> = queues.iter().map(String::as_str).collect();
+    assert_same(
+        "replica state",
+        &replica_state(&mut m, &names),
+        &replica_state(&mut r, &names),
+    );
+    for q in &queues {
+        assert_check(&mut m, q);
+        assert_check(&mut r, q);
     }
 }

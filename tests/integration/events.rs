@@ -6,41 +6,12 @@ use std::time::Duration;
 use crate::common::*;
 use redis::Value;
 
-struct Events<'a> {
-    ps: redis::PubSub<'a>,
-}
-
-impl Events<'_> {
-    /// The next (keyspace event, keyevent key) pair for key `q`.
-    fn next(&mut self) -> String {
-        let m = self.ps.get_message().expect("an event in time");
-        assert_eq!(m.get_channel_name(), "__keyspace@0__:q", "{m:?}");
-        let ev: String = m.get_payload().unwrap();
-        let m2 = self.ps.get_message().expect("the keyevent message");
-        assert_eq!(m2.get_channel_name(), format!("__keyevent@0__:{ev}"));
-        let key: String = m2.get_payload().unwrap();
-        assert_eq!(key, "q");
-        ev
-    }
-
-    fn expect(&mut self, want: &[&str], step: &str) {
-        for w in want {
-            let got = self.next();
-            assert_eq!(got, *w, "event after {step}");
-        }
-    }
-}
-
 #[test]
 fn keyspace_events_in_order() {
     let (s, mut c) = start_server();
     config_set(&mut c, "notify-keyspace-events", "KEd");
     let mut sub = s.conn();
-    let mut ps = sub.as_pubsub();
-    ps.psubscribe("__keyspace@0__:q").unwrap();
-    ps.psubscribe("__keyevent@0__:orca.*").unwrap();
-    ps.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut ev = Events { ps };
+    let mut ev = Events::subscribe(&mut sub, "q");
     let q = "q";
     let (k1, k3, k4) = (key_of("j1"), key_of("j3"), key_of("j4"));
 
@@ -173,10 +144,5 @@ fn keyspace_events_in_order() {
     assert_eq!(as_int(&ok(&mut c, &args!["ORCA.DELETE", q, &k1])), 0);
     ok(&mut c, &args!["ORCA.ENQUEUE", q, config("j2", None, 0)]);
     ev.expect(&["orca.enqueue"], "the final ENQUEUE");
-    ev.ps
-        .set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
-    if let Ok(m) = ev.ps.get_message() {
-        panic!("unexpected event after the script: {m:?}");
-    }
+    ev.expect_none(300, "the script");
 }

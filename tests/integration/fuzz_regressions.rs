@@ -508,3 +508,109 @@ fn timer_does_not_write_while_a_sigterm_shutdown_waits_for_a_replica() {
         log_lines(&log, &["ASSERT", "==>", "Waiting for replicas", "SIGTERM"])
     );
 }
+
+/// Found by `fuzz_live` once it sent gates: `ORCA.IMPORT` of a blob holding
+/// a closed gate without held jobs (its own unit) into a queue where that
+/// gate is closed too. docs/commands.md: "into an existing queue, the queue
+/// keeps its settings and closed gates merge", and a refused blob is
+/// "refused whole ... before anything changes". The module replied `ERR
+/// corrupt queue data: duplicate gate` AFTER adding the blob's jobs: an
+/// error that changed the queue, and errors are not replicated, so the
+/// replica (and the AOF) diverged from the master; under a running cap the
+/// half-imported queue even fails ORCA.CHECK ("the eligibility index of the
+/// running cap is stale"), the state an RDB load refuses.
+#[test]
+fn import_of_a_gate_closed_on_both_sides_merges_or_changes_nothing() {
+    let master = Server::start(&[]);
+    let replica = master.start_replica(&[], &[]);
+    let mut c = master.conn();
+    set(&mut c, "q", &["MAXRUNNING", "1"]);
+    assert_eq!(close_gate(&mut c, "q", "g"), 1);
+    let mut blob = Queue::new(Order::Lifo);
+    blob.close_gate(b"g");
+    for (name, coll) in [("plain", None), ("coll", Some("user.1"))] {
+        let cfg = config(name, coll, 0);
+        blob.enqueue(&parse_config(cfg.as_bytes()).unwrap(), cfg.as_bytes(), 200)
+            .unwrap();
+    }
+    assert!(blob.check().is_ok());
+    let before = digest(&mut c, "q");
+    let r = raw(&mut c, &args!["ORCA.IMPORT", "q", blob.encode()]);
+    if let Some(e) = error_text(&r) {
+        let check = raw(&mut c, &args!["ORCA.CHECK", "q"]);
+        assert_eq!(
+            check,
+            Value::Okay,
+            "ORCA.IMPORT was refused ({e}) and left a broken queue"
+        );
+        assert_eq!(
+            digest(&mut c, "q"),
+            before,
+            "ORCA.IMPORT was refused ({e}) but changed the queue: {} queued job(s) now",
+            qlen(&mut c, "q")
+        );
+        panic!("ORCA.IMPORT refused ({e}); closed gates should merge");
+    }
+    assert_eq!(r, Value::Int(2));
+    let st = stats(&mut c, "q");
+    assert_eq!(
+        (
+            int(&st, "queued"),
+            gates_of(&st).get(b"g".as_slice()).copied()
+        ),
+        (2, Some(0))
+    );
+    assert_check(&mut c, "q");
+    assert_replica_equal(&master, &replica);
+}
+
+/// Found by `fuzz_live` once it sent lifetimes (the server aborted with
+/// `ASSERTION FAILED blocked.c:624 'server.also_propagate.numops == 0'`).
+/// A worker blocks on a queue; a write wakes it, but what the wake-up's pop
+/// finds is only due changes (here the new job's lifetime has already run
+/// out): it applies them, replicates `ORCA.POP ...`, hands out nothing and
+/// keeps the client blocked. Redis 7.0 propagates what a blocked client's
+/// callback replicated only when the client is served, so the replicated
+/// command is left pending and the next round of blocked clients asserts.
+/// Needs replication or the AOF (else nothing is propagated): any master
+/// with a replica. The same through ORCA.MPOP.
+#[test]
+fn a_wake_up_that_only_applies_due_changes_does_not_abort_the_server() {
+    for cmd in ["ORCA.POP", "ORCA.MPOP"] {
+        let s = Server::start(&["--appendonly", "yes"]);
+        let mut c = s.conn();
+        set(&mut c, "q", &["LIFETIME", "1000"]);
+        let a = if cmd == "ORCA.POP" {
+            args!["ORCA.POP", "q", "BLOCK", 500]
+        } else {
+            args!["ORCA.MPOP", 2, "other", "q", "BLOCK", 500]
+        };
+        let h = spawn_blocked(&s, a);
+        wait_blocked(&mut c, 1);
+        let past = (server_ms(&mut c) - 60_000).to_string();
+        let cfg = config("a", None, 0);
+        let reply = raw_line(
+            s.port,
+            &[
+                b"ORCA.ENQUEUE",
+                b"q",
+                cfg.as_bytes(),
+                b"NOW",
+                past.as_bytes(),
+            ],
+        );
+        assert!(
+            reply.is_some() && raw_line(s.port, &[b"PING"]).is_some(),
+            "{cmd}: the server died:\n{}",
+            log_lines(&s.log(), &["==>", "ASSERTION"])
+        );
+        // Nothing to hand out: the worker times out; the job is a dead letter.
+        let (v, _) = joined(h);
+        assert_eq!(v, Value::Nil, "{cmd}");
+        assert_eq!(state(&mut c, "q", &key_of("a")).as_deref(), Some("dead"));
+        let d = dataset_digests(&mut c);
+        ok(&mut c, &args!["DEBUG", "LOADAOF"]);
+        assert_same(&format!("{cmd}: AOF replay"), &d, &dataset_digests(&mut c));
+        assert_alive(&s);
+    }
+}

@@ -185,10 +185,11 @@ fn import_roundtrip_and_fuzz() {
         accepted.len()
     );
     // Whatever was accepted is a working queue, also after a reload: every
-    // job pops but those held behind closed gates (and those a forged
-    // lifetime expires on the way), unless a forged counter left the
-    // queue's sequence numbers exhausted (accepted so that any saved queue
-    // reloads; operations then refuse with a clear error, nothing changes).
+    // job pops but those held behind closed gates, those a forged running
+    // cap keeps waiting (STATUS says `capped`) and those a forged lifetime
+    // expires on the way, unless a forged counter left the queue's sequence
+    // numbers exhausted (accepted so that any saved queue reloads;
+    // operations then refuse with a clear error, nothing changes).
     ok(&mut d, &args!["DEBUG", "RELOAD"]);
     for q in accepted.iter().chain(&queues) {
         assert_check(&mut d, q);
@@ -204,10 +205,19 @@ fn import_roundtrip_and_fuzz() {
                 None if matches!(v, redis::Value::Nil) => {
                     let st = stats(&mut d, q);
                     let (held, dead) = (int(&st, "held"), int(&st, "dead"));
-                    assert_eq!(qlen(&mut d, q), held, "{q}: only held jobs stay");
+                    let waiting = list_all(&mut d, q);
+                    for f in &waiting {
+                        let s = must_status(&mut d, q, &text(f, "key"));
+                        assert_eq!(
+                            s.get("capped").cloned(),
+                            Some(redis::Value::Int(1)),
+                            "{q}: POP gave nil, yet this job waits uncapped: {s:?}"
+                        );
+                    }
+                    let capped = waiting.len() as i64;
                     assert!(
-                        popped <= n && popped + held + dead >= n,
-                        "pops of {q}: {popped} of {n}, {held} held, {dead} dead"
+                        popped <= n && popped + held + dead + capped >= n,
+                        "pops of {q}: {popped} of {n}, {held} held, {dead} dead, {capped} capped"
                     );
                     break;
                 }

@@ -5,9 +5,12 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod ack_next;
 mod aof;
+mod autodelay;
 mod bad_input;
 mod blocking;
+mod caps;
 mod chaos;
 mod cluster;
 mod command_docs;
@@ -16,13 +19,17 @@ mod enqueue;
 mod events;
 mod fuzz_live;
 mod fuzz_regressions;
+mod gates;
 mod import;
 mod key_ops;
 mod leases;
+mod lifetime;
 mod limits;
 mod move_job;
+mod mpop;
 mod panic_guard;
 mod persistence;
+mod policies_durability;
 mod positions;
 mod replication;
 mod resp3;

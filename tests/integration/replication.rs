@@ -9,31 +9,6 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 use redis::Value;
 
-/// Every key of the master has the same digest on the replica, the datasets
-/// are equal and every queue passes ORCA.CHECK on both.
-fn assert_replica_equal(master: &Server, replica: &Server) {
-    sync_replica(master, replica);
-    let (mut m, mut r) = (master.conn(), replica.conn());
-    assert_same(
-        "replica digests",
-        &dataset_digests(&mut m),
-        &dataset_digests(&mut r),
-    );
-    let queues = orca_queues(&mut m);
-    assert!(!queues.is_empty());
-    assert_eq!(orca_queues(&mut r), queues);
-    let names: Vec<&str> = queues.iter().map(String::as_str).collect();
-    assert_same(
-        "replica state",
-        &replica_state(&mut m, &names),
-        &replica_state(&mut r, &names),
-    );
-    for q in &queues {
-        assert_check(&mut m, q);
-        assert_check(&mut r, q);
-    }
-}
-
 #[test]
 fn replica_matches_master_random_workload() {
     let master = Server::start(&[]);

@@ -2,6 +2,7 @@
 //! AOF rewrite or built by the core in-process) and `RESTORE` payloads.
 
 use crate::common::*;
+use orca::core::settings::AutoDelay;
 use orca::core::{encode_key, parse_config, Move, Order, Policy, Queue};
 
 use super::{eq_ci, now_ms};
@@ -134,8 +135,9 @@ pub fn aof_import_blobs(dir: &std::path::Path) -> Vec<Vec<u8>> {
 }
 
 /// A valid serialized queue with every kind of unit: collations, immediate
-/// jobs, leases, retries, dead jobs, results, cancellations. Returns the
-/// blob and the orca keys it holds.
+/// jobs, leases, retries, dead jobs, results, cancellations, held jobs and
+/// closed gates, submission windows, and policy settings in the header.
+/// Returns the blob and the orca keys it holds.
 pub fn core_blob(rng: &mut Rng, tag: u64) -> (Blob, Vec<String>) {
     let order = if rng.chance(50) {
         Order::Lifo
@@ -143,6 +145,22 @@ pub fn core_blob(rng: &mut Rng, tag: u64) -> (Blob, Vec<String>) {
         Order::Fifo
     };
     let mut q = Queue::new(order);
+    if rng.chance(60) {
+        let mut st = *q.settings();
+        st.lifetime = *rng.pick(&[0, 0, 200, 60_000]);
+        if rng.chance(60) {
+            st.autodelay = AutoDelay {
+                window: *rng.pick(&[1000, 60_000]),
+                step: *rng.pick(&[0, 10, 1000]),
+                cap: *rng.pick(&[0, 2500]),
+            };
+        }
+        st.max_running = rng.below(3) as u32;
+        st.dead_max = *rng.pick(&[0, 2, 100_000]);
+        st.dead_ttl = *rng.pick(&[0, 500, 600_000]);
+        st.result_max = *rng.pick(&[0, 1, 100_000]);
+        q.set_settings(st).expect("valid settings");
+    }
     let policy = Policy {
         max_attempts: 2,
         retry_base: 1000,
@@ -154,7 +172,7 @@ pub fn core_blob(rng: &mut Rng, tag: u64) -> (Blob, Vec<String>) {
     let steps = 5 + rng.below(40);
     for _ in 0..steps {
         now += rng.below(500) as i64;
-        match rng.below(12) {
+        match rng.below(15) {
             0..=5 => {
                 // Pool names collide with the live stream's jobs; g-names do not.
                 let name = if rng.chance(40) {
@@ -173,8 +191,13 @@ pub fn core_blob(rng: &mut Rng, tag: u64) -> (Blob, Vec<String>) {
                         rng.below(4)
                     ),
                 };
+                let gate = if rng.chance(30) {
+                    format!(",\"gate\":\"img{}\"", rng.below(3))
+                } else {
+                    String::new()
+                };
                 let cfg = format!(
-                    "{{\"key\":\"{name}\",\"response_url\":\"http://cb/{name}\"{coll},\"priority\":{}}}",
+                    "{{\"key\":\"{name}\",\"response_url\":\"http://cb/{name}\"{coll}{gate},\"priority\":{}}}",
                     rng.below(3000)
                 );
                 let Ok(c) = parse_config(cfg.as_bytes()) else {
@@ -215,6 +238,18 @@ pub fn core_blob(rng: &mut Rng, tag: u64) -> (Blob, Vec<String>) {
             10 if !leases.is_empty() => {
                 let (k, _) = leases[rng.below(leases.len() as u64) as usize];
                 let _ = q.cancel(&k);
+            }
+            11 | 12 => {
+                let g = format!("img{}", rng.below(3));
+                q.close_gate(g.as_bytes());
+            }
+            13 => {
+                let g = format!("img{}", rng.below(3));
+                if rng.chance(50) {
+                    let _ = q.open_gate(g.as_bytes());
+                } else {
+                    let _ = q.drop_gate(g.as_bytes());
+                }
             }
             _ => {
                 if let Some(k) = q.pop_order().first().copied() {

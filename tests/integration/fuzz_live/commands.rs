@@ -11,7 +11,7 @@ use super::*;
 impl Fuzz {
     /// A well-formed (or nearly) `ORCA.*` command.
     pub(super) fn orca_command(&mut self) -> Vec<Vec<u8>> {
-        let which = self.below(100);
+        let which = self.below(114);
         let mut a: Vec<Vec<u8>>;
         match which {
             0..=21 => {
@@ -47,23 +47,23 @@ impl Fuzz {
             36..=39 => a = vec![self.name("ORCA.DELETE"), self.queue(), self.orca_key()],
             40..=53 => {
                 a = vec![self.name("ORCA.POP"), self.queue()];
-                a.extend(self.options(&[
-                    ("LEASE", 1),
-                    ("BLOCK", 1),
-                    ("COUNT", 2),
-                    ("NOW", 0),
-                    ("MAXATTEMPTS", 3),
-                ]));
+                a.extend(self.options(POP_OPTIONS));
             }
             54..=60 => {
                 let (q, k, l) = self.lease_target();
                 a = vec![self.name("ORCA.ACK"), q, k, l];
                 a.extend(self.options(&[("RESULT", 4), ("TTL", 0), ("NOW", 0)]));
+                if self.pct(30) {
+                    a.extend(self.next_option());
+                }
             }
             61..=66 => {
                 let (q, k, l) = self.lease_target();
                 a = vec![self.name("ORCA.NACK"), q, k, l];
                 a.extend(self.options(&[("DELAY", 1), ("NOW", 0), ("MAXATTEMPTS", 3)]));
+                if self.pct(30) {
+                    a.extend(self.next_option());
+                }
             }
             67..=70 => {
                 let (q, k, l) = self.lease_target();
@@ -123,10 +123,14 @@ impl Fuzz {
                 a = vec![self.name("ORCA.SETTINGS"), self.queue()];
                 a.extend(self.options(&[("ORDER", 5)]));
             }
-            _ => {
+            96..=99 => {
                 a = vec![self.name("ORCA.IMPORT"), self.queue(), self.import_blob()];
                 self.counts.imports += 1;
             }
+            100..=104 => a = self.gate_command(),
+            105..=108 => a = self.mpop_command(),
+            109..=111 => a = self.settings_command(),
+            _ => a = self.list_state_command(),
         }
         a
     }
@@ -224,7 +228,9 @@ impl Fuzz {
             else {
                 return false;
             };
-            let limit = name.starts_with("orca.max-") && name != "orca.max-attempts";
+            let limit = name.starts_with("orca.max-")
+                && name != "orca.max-attempts"
+                && name != "orca.max-running";
             match (
                 std::str::from_utf8(v)
                     .ok()
@@ -245,9 +251,15 @@ impl Fuzz {
             return match self.below(3) {
                 0 => self.random_bytes(200),
                 1 => {
-                    // A plausible header with garbage units.
+                    // A plausible header (version 1, or 2 with settings)
+                    // with garbage units.
+                    let mut header = vec![1, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+                    if self.pct(70) {
+                        header[0] = 2;
+                        header.extend(std::iter::repeat_n(0, 64));
+                    }
                     let mut b = Blob {
-                        header: vec![1, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+                        header,
                         units: Vec::new(),
                     };
                     for _ in 0..self.below(4) {
@@ -352,9 +364,15 @@ impl Fuzz {
                     b.units.swap(i, j);
                 }
                 10 => {
-                    if b.header.len() == 18 {
+                    if b.header.len() >= 82 && self.pct(40) {
+                        // A setting of a version-2 header (lifetime,
+                        // windows, cap, bounds): 4 bytes anywhere in them.
+                        let at = 18 + self.below(60) as usize;
+                        let v: i64 = *self.rng.pick(&[0, 1, -1, i64::MIN, i64::MAX, MAX_TIME + 1]);
+                        b.header[at..at + 4].copy_from_slice(&v.to_le_bytes()[..4]);
+                    } else if b.header.len() >= 18 {
                         match self.below(4) {
-                            0 => b.header[0] = *self.rng.pick(&[0, 2, 255]),
+                            0 => b.header[0] = *self.rng.pick(&[0, 1, 2, 3, 255]),
                             1 => b.header[1] = *self.rng.pick(&[1, 2, 255]),
                             2 => {
                                 let v: i64 = *self.rng.pick(&[0, 1, -1, i64::MAX, 1 << 62]);

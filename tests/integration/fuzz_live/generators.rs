@@ -164,6 +164,9 @@ impl Fuzz {
                 self.below(10)
             ));
         }
+        if let Some(g) = self.gate_field() {
+            fields.push(format!("\"gate\":{g}"));
+        }
         match self.below(40) {
             0..=24 => fields.push("\"script\":[\"make\",\"test\"]".into()),
             25 => fields.push(format!("\"deep\":{}{}", "[".repeat(200), "]".repeat(200))),

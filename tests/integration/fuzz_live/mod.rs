@@ -5,8 +5,14 @@
 //! What is sent (weights in `Fuzz::command`):
 //! - every `ORCA.*` command, its name in random case, with well-formed
 //!   arguments (valid and MUTATED `GradingJobConfig` JSON with
-//!   key/response_url/collation/priority/metadata_table, option keywords,
-//!   edge integers) or with random arity and random bytes;
+//!   key/response_url/collation/priority/metadata_table/gate, option
+//!   keywords, edge integers) or with random arity and random bytes;
+//! - the policies (`policies.rs`): `ORCA.GATE` CLOSE/OPEN/DROP with pooled
+//!   and hostile gate names (empty, binary, over `orca.max-gate-length`,
+//!   huge), configs naming gates, `ORCA.MPOP` with random numkeys and keys,
+//!   `ACK`/`NACK ... NEXT [LEASE]`, `ORCA.SETTINGS` LIFETIME (short enough
+//!   for the timer to expire jobs mid-run) / AUTODELAY / MAXRUNNING /
+//!   DEADMAX / DEADTTL / RESULTMAX, `ORCA.LIST STATE ... GATE`;
 //! - orca keys and lease tokens harvested from earlier replies, so ACK, NACK,
 //!   EXTEND, MOVE, DELETE, STATUS and RESULT hit real jobs and leases;
 //! - keys of other types (string, list, hash, zset) as the queue, and
@@ -19,7 +25,8 @@
 //! - `RESTORE` of real and mutated `DUMP` payloads (mutated bodies get a
 //!   correct CRC-64, so they reach the module's `rdb_load`);
 //! - `CONFIG SET orca.*` (limits lowered and restored, policies changed);
-//! - a second connection blocking in `ORCA.POP ... BLOCK` (woken by the
+//! - a second connection blocking in `ORCA.POP ... BLOCK` or `ORCA.MPOP
+//!   ... BLOCK` (woken by the
 //!   fuzz stream, by `CLIENT UNBLOCK`, or timing out), and some batches over
 //!   RESP3;
 //! - `DEBUG RELOAD` (RDB save + load of everything) every so often (TTLs
@@ -31,9 +38,10 @@
 //! anything but a clean `ERR ...`/`WRONGTYPE ...` line, no `ORCA.CHECK`
 //! reports a broken invariant, the server answers PING after every batch and
 //! its process is alive, at the end `ORCA.CHECK` is OK on every key of type
-//! `orcaqueue` (`KEYS *` in db 0 and 1), the AOF (replicated forms) replays
-//! to the same dataset (`DEBUG LOADAOF`, digests compared), and the server
-//! log has no panic lines.
+//! `orcaqueue` (`KEYS *` in db 0 and 1), the replica holds the same dataset
+//! and refused none of the replicated commands (its log), the AOF
+//! (replicated forms) replays to the same dataset (`DEBUG LOADAOF`, digests
+//! compared), and the server log has no panic lines.
 //!
 //! Environment:
 //! - `ORCA_FUZZ_COMMANDS` (default 100000): commands to send. Manual long
@@ -43,11 +51,16 @@
 //!   is close to, not exactly, the original run.
 //! - `ORCA_FUZZ_TIMEOUT_SECS` (default 30): read timeout per batch (raise it
 //!   under valgrind).
-//! - `ORCA_FUZZ_BATCH` (default 250): commands per pipelined batch.
+//! - `ORCA_FUZZ_BATCH` (default 250): commands per pipelined batch (a small
+//!   one, e.g. 10, makes the batch saved after a crash short).
+//! - `ORCA_FUZZ_MONITOR=<file>`: write the server's `MONITOR` stream there
+//!   (every command of every connection, in the order it ran: what led to a
+//!   crash).
 
 mod blobs;
 mod commands;
 mod generators;
+mod policies;
 mod replies;
 mod session;
 mod wire;
@@ -101,6 +114,8 @@ const ORCA_COMMANDS: &[&str] = &[
     "ORCA.STATS",
     "ORCA.SETTINGS",
     "ORCA.IMPORT",
+    "ORCA.GATE",
+    "ORCA.MPOP",
 ];
 
 const KEYWORDS: &[&str] = &[
@@ -123,6 +138,34 @@ const KEYWORDS: &[&str] = &[
     "LIST",
     "REQUEUE",
     "PURGE",
+    "CLOSE",
+    "OPEN",
+    "DROP",
+    "NEXT",
+    "STATE",
+    "GATE",
+    "HELD",
+    "QUEUED",
+    "LEASED",
+    "DELAYED",
+    "DEAD",
+    "LIFETIME",
+    "AUTODELAY",
+    "CAP",
+    "MAXRUNNING",
+    "DEADMAX",
+    "DEADTTL",
+    "RESULTMAX",
+];
+
+/// The options of `ORCA.POP` and `ORCA.MPOP`, with their value kinds (see
+/// `Fuzz::option_value`).
+const POP_OPTIONS: &[(&str, u8)] = &[
+    ("LEASE", 1),
+    ("BLOCK", 1),
+    ("COUNT", 2),
+    ("NOW", 0),
+    ("MAXATTEMPTS", 3),
 ];
 
 const EDGE_INTS: &[&str] = &[
@@ -163,7 +206,9 @@ const EDGE_INTS: &[&str] = &[
 
 /// Settings the stream may change. Limits are only ever lowered below their
 /// defaults (or restored), so the final AOF replay, run with the defaults,
-/// accepts everything the live server accepted.
+/// accepts everything the live server accepted. (The policy defaults only
+/// shape queues created from then on, and a write that creates a queue
+/// replicates its settings first.)
 const SETTINGS: &[(&str, &[&str])] = &[
     ("orca.max-payload-bytes", &["300", "1000", "4194304"]),
     ("orca.max-queue-length", &["5", "50", "10000000"]),
@@ -187,6 +232,15 @@ const SETTINGS: &[(&str, &[&str])] = &[
     ),
     ("orca.default-order", &["lifo", "fifo"]),
     ("orca.trust-client-clock", &["yes", "no"]),
+    ("orca.max-gate-length", &["1", "4", "256"]),
+    ("orca.job-lifetime", &["0", "50", "1000", "86400000"]),
+    ("orca.autodelay-window", &["0", "1000", "900000"]),
+    ("orca.autodelay-step", &["0", "10", "60000"]),
+    ("orca.autodelay-cap", &["0", "100"]),
+    ("orca.max-running", &["0", "1", "2"]),
+    ("orca.dead-max", &["0", "1", "5", "100000"]),
+    ("orca.dead-ttl", &["0", "100", "60000"]),
+    ("orca.result-max", &["0", "1", "100000"]),
 ];
 
 const SETTING_DEFAULTS: &[(&str, &str)] = &[
@@ -204,6 +258,15 @@ const SETTING_DEFAULTS: &[(&str, &str)] = &[
     ("orca.default-order", "lifo"),
     // The harness starts servers with `yes` (tests pin the clock).
     ("orca.trust-client-clock", "yes"),
+    ("orca.max-gate-length", "256"),
+    ("orca.job-lifetime", "0"),
+    ("orca.autodelay-window", "0"),
+    ("orca.autodelay-step", "0"),
+    ("orca.autodelay-cap", "0"),
+    ("orca.max-running", "0"),
+    ("orca.dead-max", "100000"),
+    ("orca.dead-ttl", "0"),
+    ("orca.result-max", "100000"),
 ];
 
 fn eq_ci(a: &[u8], b: &str) -> bool {
@@ -326,6 +389,9 @@ fn fuzz_live_server() {
     // end it must hold exactly the master's dataset.
     let replica =
         (env_u64("ORCA_FUZZ_REPLICA").unwrap_or(1) != 0).then(|| server.start_replica(&[], &[]));
+    if let Some(path) = std::env::var_os("ORCA_FUZZ_MONITOR") {
+        monitor_to(server.port, std::path::PathBuf::from(path));
+    }
     let mut con3 = Wire::connect(server.port, timeout);
     assert!(
         matches!(con3.call(&args!["HELLO", "3"]), R::Map(_)),
@@ -569,6 +635,18 @@ fn fuzz_live_server() {
             );
         }
         f.counts.replica_queues = check_sweep(&mut f, &mut rcon) as u64;
+        // The replica accepted every command its master sent: a refused one
+        // means the master replicated a form the replica's state could not
+        // apply (they had diverged before), even if the digests agree.
+        let rlog = replica.log();
+        let lines: Vec<&str> = rlog.lines().collect();
+        for (i, l) in lines.iter().enumerate() {
+            if l.contains("sending an error to its master") {
+                // The next line shows the end of the replication stream.
+                let backlog = lines.get(i + 1).copied().unwrap_or("");
+                f.fail("replica-refused", format!("replica log: {l}\n{backlog}"));
+            }
+        }
     }
 
     // The AOF (base + the replicated forms of every command) replays to the

@@ -250,13 +250,21 @@ impl Fuzz {
         if let Some(ps) = pairs(v) {
             let mut key: Option<Vec<u8>> = None;
             let mut lease: Option<Vec<u8>> = None;
+            // An MPOP reply names the queue its job came from.
+            let mut from: Option<Vec<u8>> = None;
             for (f, val) in &ps {
                 match f.as_str() {
                     "key" => key = val_str(val).map(String::into_bytes),
                     "lease" => lease = val_str(val).map(String::into_bytes),
+                    "queue" => {
+                        if let R::Bulk(b) = val {
+                            from = Some(b.clone());
+                        }
+                    }
                     _ => {}
                 }
             }
+            let queue = from.as_deref().unwrap_or(queue);
             let key = key.or_else(|| outer_key.map(<[u8]>::to_vec));
             if let Some(k) = &key {
                 if k.len() == 44 && self.pct(50) {

@@ -1,5 +1,5 @@
 //! The fuzz run's plumbing: batches on the wire, the blocking connection,
-//! `ORCA.CHECK` sweeps, AOF rewrites, the server log.
+//! `ORCA.CHECK` sweeps, AOF rewrites, the server log, a `MONITOR` copy.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
@@ -31,7 +31,7 @@ pub fn send_batch(con: &mut Wire, batch: &[Sent]) -> std::io::Result<Vec<R>> {
 /// Replace the timeout of a top-level blocking pop by a short one, so the
 /// pipeline never waits on itself.
 pub fn shorten_blocks(s: &mut Sent) {
-    if !eq_ci(&s.args[0], "ORCA.POP") {
+    if !eq_ci(&s.args[0], "ORCA.POP") && !eq_ci(&s.args[0], "ORCA.MPOP") {
         return;
     }
     for i in 0..s.args.len().saturating_sub(1) {
@@ -75,6 +75,10 @@ pub fn check_sweep(f: &mut Fuzz, con: &mut Wire) -> usize {
             f.counts.checks += 1;
             let v = con.call(&args!["ORCA.CHECK", k.clone()]);
             if !v.is_ok() {
+                let v = match v {
+                    R::Err(e) => String::from_utf8_lossy(&e).into_owned(),
+                    other => format!("{other:?}"),
+                };
                 let hist = f.history_of(&k);
                 f.fail(
                     "check",
@@ -144,8 +148,8 @@ pub fn setup_other_types(con: &mut Wire) {
     con.call(&args!["ZADD", "zset", "1", "m"]);
 }
 
-/// The blocking connection: ORCA.POP ... BLOCK on the queue keys until told
-/// to stop. Returns its failures.
+/// The blocking connection: ORCA.POP (or ORCA.MPOP) ... BLOCK on the queue
+/// keys until told to stop. Returns its failures.
 pub fn blocker(
     mut con: Wire,
     seed: u64,
@@ -169,7 +173,13 @@ pub fn blocker(
             _ => (1 + rng.below(150)).to_string(),
         };
         let lease = (1 + rng.below(400)).to_string();
-        let mut a = args!["ORCA.POP", q, "BLOCK", block, "LEASE", lease];
+        let mut a = if rng.chance(30) {
+            // Several queues at once: woken by any.
+            let q2 = rng.pick(QUEUES).to_vec();
+            args!["ORCA.MPOP", 2, q, q2, "BLOCK", block, "LEASE", lease]
+        } else {
+            args!["ORCA.POP", q, "BLOCK", block, "LEASE", lease]
+        };
         if rng.chance(30) {
             a.extend(args!["COUNT", (1 + rng.below(5)).to_string()]);
         }
@@ -202,4 +212,23 @@ pub fn save_log(server: &Server, seed: u64) -> String {
     let p = std::env::temp_dir().join(format!("orca-fuzz-{seed}-server.log"));
     let _ = std::fs::copy(server.log_path(), &p);
     p.display().to_string()
+}
+
+/// Copy the server's `MONITOR` stream to `path` on a thread of its own (until
+/// the server closes the connection).
+pub fn monitor_to(port: u16, path: std::path::PathBuf) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect for MONITOR");
+    s.write_all(b"*1\r\n$7\r\nMONITOR\r\n").expect("MONITOR");
+    let mut f = std::fs::File::create(&path).expect("the monitor file");
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 16];
+        while let Ok(n) = s.read(&mut buf) {
+            if n == 0 || f.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+    });
+    // MONITOR is on before the stream starts.
+    std::thread::sleep(Duration::from_millis(50));
 }
