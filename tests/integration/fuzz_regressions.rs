@@ -527,7 +527,7 @@ fn import_of_a_gate_closed_on_both_sides_merges_or_changes_nothing() {
     set(&mut c, "q", &["MAXRUNNING", "1"]);
     assert_eq!(close_gate(&mut c, "q", "g"), 1);
     let mut blob = Queue::new(Order::Lifo);
-    blob.close_gate(b"g");
+    blob.close_gate(b"g").unwrap();
     for (name, coll) in [("plain", None), ("coll", Some("user.1"))] {
         let cfg = config(name, coll, 0);
         blob.enqueue(&parse_config(cfg.as_bytes()).unwrap(), cfg.as_bytes(), 200)

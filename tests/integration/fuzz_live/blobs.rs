@@ -241,7 +241,7 @@ pub fn core_blob(rng: &mut Rng, tag: u64) -> (Blob, Vec<String>) {
             }
             11 | 12 => {
                 let g = format!("img{}", rng.below(3));
-                q.close_gate(g.as_bytes());
+                q.close_gate(g.as_bytes()).expect("a good gate name");
             }
             13 => {
                 let g = format!("img{}", rng.below(3));
