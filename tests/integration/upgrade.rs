@@ -191,7 +191,8 @@ fn v1_rdb_loads_and_shows_what_it_showed() {
     );
     let mut s = Server::start(&[]);
     s.kill();
-    std::fs::copy(dir.join("dump.rdb"), s.dir.join("dump.rdb")).unwrap();
+    std::fs::copy(dir.join("dump.rdb"), s.dir.join("dump.rdb"))
+        .expect("tests/fixtures/v1/dump.rdb is part of the repository");
     s.start_again();
     let mut c = s.conn();
     for q in QUEUES {
