@@ -272,7 +272,11 @@ fn expired_jobs_keep_their_attempt_count() {
     enqueue_at(&mut c, q, &config("nacked", None, 0), t);
     enqueue_at(&mut c, q, &config("never", Some("user.1"), 0), t);
     let j = must_pop_at(&mut c, q, LONG, t);
-    assert_eq!(text(&j, "key"), key_of("nacked"), "arrival order at one time");
+    assert_eq!(
+        text(&j, "key"),
+        key_of("nacked"),
+        "arrival order at one time"
+    );
     nack_with(
         &mut c,
         q,
