@@ -367,20 +367,26 @@ impl<T> std::ops::IndexMut<u32> for Slab<T> {
 /// 8), deletion by backward shift (no tombstones). A hash's home slot is
 /// its low 32 bits scaled to the table (`(h * len) >> 32`, any length
 /// works). The caller supplies the hash and the key comparison, so the table
-/// holds nothing but ids, plus a 2-bit tag from the hash's top bits in each
-/// slot's two free high bits (ids stay below 2^30): a probe reads the record
-/// behind a slot only when the tags match, so a lookup of an absent key
-/// (every new job's) rarely touches a record at all.
-const ID_MASK: u32 = (1 << 30) - 1;
-
-fn tag(hash: u64) -> u32 {
-    ((hash >> 62) as u32) << 30
-}
-
+/// holds nothing but ids, plus a tag in each slot's high bits: the top bits
+/// of the hash, as many as the ids leave free (`id_bits` is one more than
+/// the largest stored id needs, at least 16: 16 tag bits in a small table,
+/// 2 at the 2^30 limit). A probe reads the record behind a slot only when
+/// the tags match, so a lookup of an absent key (every new job's) rarely
+/// touches a record at all: at a million jobs one probe in 2^10 does,
+/// where a fixed 2-bit tag made it one in four (a cache miss each).
+/// Widening `id_bits` for a larger id keeps every slot in place (a shorter
+/// tag is a prefix of the longer one): one pass over the slots.
 #[derive(Clone, Debug, Default)]
 pub struct IdTable {
     slots: Vec<u32>,
     len: usize,
+    id_bits: u32,
+}
+
+/// The fewest id bits that leave `id` below the all-ones id (which, with an
+/// all-ones tag, would read as `NIL`), plus one for growth; 16 to 30.
+fn id_bits_for(id: u32) -> u32 {
+    (33 - id.saturating_add(1).leading_zeros()).clamp(16, 30)
 }
 
 impl IdTable {
@@ -390,6 +396,35 @@ impl IdTable {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    fn id_mask(&self) -> u32 {
+        (1u32 << self.id_bits) - 1
+    }
+
+    fn tag(&self, hash: u64) -> u32 {
+        (((hash >> 32) as u32) >> self.id_bits) << self.id_bits
+    }
+
+    /// Can `id` be stored with the current width?
+    fn fits(&self, id: u32) -> bool {
+        self.id_bits != 0 && id < self.id_mask()
+    }
+
+    /// Make room for `id` by widening the id field (shortening every tag).
+    /// O(slots), no record is read.
+    fn widen_for(&mut self, id: u32) {
+        let bits = id_bits_for(id).max(self.id_bits);
+        if bits == self.id_bits {
+            return;
+        }
+        let (old_bits, old_mask) = (self.id_bits, self.id_mask());
+        self.id_bits = bits;
+        for x in self.slots.iter_mut().filter(|x| **x != NIL) {
+            let (id, tag) = (*x & old_mask, *x >> old_bits);
+            let tag = tag >> (bits - old_bits) << bits;
+            *x = tag | id;
+        }
     }
 
     /// Is the table sparse enough to rebuild smaller (load under 3/16)?
@@ -407,10 +442,18 @@ impl IdTable {
         self.rebuild(cap, hash_of);
     }
 
+    /// Re-place every id in a table of `cap` slots, with the id width the
+    /// largest of them needs (so a compacted table gets longer tags back).
     fn rebuild(&mut self, cap: usize, hash_of: impl Fn(u32) -> u64) {
+        let mask = self.id_mask();
         let old = std::mem::replace(&mut self.slots, vec![NIL; cap]);
-        for x in old.into_iter().filter(|&x| x != NIL) {
-            let id = x & ID_MASK;
+        let ids: Vec<u32> = old
+            .into_iter()
+            .filter(|&x| x != NIL)
+            .map(|x| x & mask)
+            .collect();
+        self.id_bits = id_bits_for(ids.iter().copied().max().unwrap_or(0));
+        for id in ids {
             self.place(hash_of(id), id);
         }
     }
@@ -443,12 +486,16 @@ impl IdTable {
         if self.slots.is_empty() {
             return false;
         }
+        if !self.fits(to) {
+            self.widen_for(to);
+        }
+        let mask = self.id_mask();
         let mut i = self.home(hash);
         loop {
             match self.slots[i] {
                 NIL => return false,
-                x if x & ID_MASK == from => {
-                    self.slots[i] = to | (x & !ID_MASK);
+                x if x & mask == from => {
+                    self.slots[i] = to | (x & !mask);
                     return true;
                 }
                 _ => i = self.next(i),
@@ -461,15 +508,15 @@ impl IdTable {
         if self.slots.is_empty() {
             return None;
         }
-        let t = tag(hash);
+        let (t, mask) = (self.tag(hash), self.id_mask());
         let mut i = self.home(hash);
         loop {
             let slot = self.slots[i];
             if slot == NIL {
                 return None;
             }
-            if slot & !ID_MASK == t && is(slot & ID_MASK) {
-                return Some(slot & ID_MASK);
+            if slot & !mask == t && is(slot & mask) {
+                return Some(slot & mask);
             }
             i = self.next(i);
         }
@@ -482,6 +529,9 @@ impl IdTable {
             let cap = (self.slots.len() + self.slots.len() / 2).max(8);
             self.rebuild(cap, hash_of);
         }
+        if !self.fits(id) {
+            self.widen_for(id);
+        }
         self.place(hash, id);
         self.len += 1;
     }
@@ -491,7 +541,7 @@ impl IdTable {
         while self.slots[i] != NIL {
             i = self.next(i);
         }
-        self.slots[i] = id | tag(hash);
+        self.slots[i] = id | self.tag(hash);
     }
 
     /// Remove `id` (found by `hash`).
@@ -499,11 +549,12 @@ impl IdTable {
         if self.slots.is_empty() {
             return false;
         }
+        let mask = self.id_mask();
         let mut i = self.home(hash);
         loop {
             match self.slots[i] {
                 NIL => return false,
-                x if x & ID_MASK == id => break,
+                x if x & mask == id => break,
                 _ => i = self.next(i),
             }
         }
@@ -516,7 +567,7 @@ impl IdTable {
             if x == NIL {
                 break;
             }
-            let home = self.home(hash_of(x & ID_MASK));
+            let home = self.home(hash_of(x & mask));
             if self.dist(home, j) >= self.dist(hole, j) {
                 self.slots[hole] = x;
                 hole = j;
@@ -607,6 +658,53 @@ mod tests {
         }
         for (k, id) in &model {
             assert_eq!(t.find(h(*k), |i| keys[i] == *k), Some(*id));
+        }
+    }
+
+    #[test]
+    fn id_table_widens_and_narrows_its_ids_without_losing_any() {
+        // Ids far apart (as a slab's free list and compaction make them):
+        // each width change must keep every entry findable. Keys are the
+        // `u64`s in `model`, ids are what the table stores.
+        let h = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut model: HashMap<u32, u64> = HashMap::new();
+        let mut t = IdTable::default();
+        let mut ids: Vec<u32> = (0..300u32).collect();
+        ids.extend((17..30).map(|b| (1u32 << b) - 3));
+        ids.push(MAX_ID - 1);
+        for (n, &id) in ids.iter().enumerate() {
+            let key = 1_000_003 * id as u64 + 7;
+            t.insert(h(key), id, |x| h(model[&x]));
+            model.insert(id, key);
+            if n % 37 == 0 || id > 300 {
+                for (&i, &k) in &model {
+                    assert_eq!(t.find(h(k), |x| model[&x] == k), Some(i));
+                }
+            }
+        }
+        assert_eq!(t.id_bits, 30, "the largest id needs the widest field");
+        // A hash with other top bits never reaches the comparison.
+        let (&big, &kbig) = model.iter().max().unwrap();
+        assert_eq!(t.find(h(kbig) ^ (1 << 63), |x| x == big), None);
+        // Compaction moves the large ids down...
+        let large: Vec<u32> = model.keys().copied().filter(|&i| i >= 300).collect();
+        for (n, id) in large.into_iter().enumerate() {
+            let key = model.remove(&id).unwrap();
+            let to = 1000 + n as u32;
+            assert!(t.replace(h(key), id, to));
+            model.insert(to, key);
+        }
+        // ... and ids leave; the rebuilt table narrows again.
+        for id in 0..280u32 {
+            let key = model.remove(&id).unwrap();
+            assert!(t.remove(h(key), id, |x| h(model[&x])));
+        }
+        assert!(t.wants_shrink());
+        t.shrink(|x| h(model[&x]));
+        assert_eq!(t.id_bits, 16);
+        assert_eq!(t.len(), model.len());
+        for (&i, &k) in &model {
+            assert_eq!(t.find(h(k), |x| model[&x] == k), Some(i));
         }
     }
 }

@@ -45,7 +45,7 @@
 //!
 //! Environment:
 //! - `ORCA_FUZZ_COMMANDS` (default 100000): commands to send. Manual long
-//!   mode: `ORCA_FUZZ_COMMANDS=1000000 cargo test --release --test fuzz_live -- --nocapture`.
+//!   mode: `ORCA_FUZZ_COMMANDS=1000000 cargo test --release --test integration fuzz_live -- --nocapture`.
 //! - `ORCA_FUZZ_SEED` (default: from the clock; printed): the PRNG seed. The
 //!   server's clock and timer are not under the seed's control, so a replay
 //!   is close to, not exactly, the original run.
