@@ -20,3 +20,12 @@ pub const SEQ_LOAD_LIMIT: i64 = SEQ_LIMIT + SEQ_LIMIT / 2;
 pub fn valid_time(t: i64) -> bool {
     (0..=MAX_TIME).contains(&t)
 }
+
+/// The deadline of a lease of `lease_ms` taken at `now`, if both are times
+/// and the deadline is too.
+pub fn lease_deadline(now: i64, lease_ms: i64) -> Option<i64> {
+    if !valid_time(now) || !valid_time(lease_ms) {
+        return None;
+    }
+    now.checked_add(lease_ms).filter(|d| *d <= MAX_TIME)
+}

@@ -404,7 +404,7 @@ impl<'a> Scanner<'a> {
                 i = match field {
                     Field::Other => self.skip_value(i)?,
                     Field::Key => {
-                        let (v, j) = self.opt_str(b, i, "'key' must be a string or null")?;
+                        let (v, j) = self.opt_str(b, i, "'key' must be a string")?;
                         out.key = v;
                         j
                     }

@@ -33,7 +33,7 @@ use std::collections::hash_map::Entry;
 use super::config::JobKey;
 use super::error::QueueError;
 use super::job::LoadedJob;
-use super::limits::{valid_time, MAX_TIME, SEQ_LIMIT};
+use super::limits::{lease_deadline, valid_time, MAX_TIME, SEQ_LIMIT};
 use super::queue::{JobInfo, Queue};
 pub use super::work::{
     Dead, DeathCause, Delayed, Lease, Parked, StoredResult, Tokens, Work, CANCEL_MEMORY_MS,
@@ -461,11 +461,7 @@ impl Queue {
         count: usize,
         policy: &Policy,
     ) -> Result<(Vec<Handout>, TickReport), QueueError> {
-        if !valid_time(now) || !valid_time(lease_ms) {
-            return Err(QueueError::TimeOverflow);
-        }
-        let deadline = now.checked_add(lease_ms).filter(|d| *d <= MAX_TIME);
-        let deadline = deadline.ok_or(QueueError::TimeOverflow)?;
+        let deadline = lease_deadline(now, lease_ms).ok_or(QueueError::TimeOverflow)?;
         self.seq_room()?;
         let count_i = i64::try_from(count).unwrap_or(i64::MAX);
         if self.next_seq.saturating_add(count_i) > SEQ_LIMIT {

@@ -73,6 +73,21 @@ impl Changes {
                 i += 3;
                 continue;
             }
+            const ONE_VALUE: [&str; 7] = [
+                "ORDER",
+                "LIFETIME",
+                "CAP",
+                "MAXRUNNING",
+                "DEADMAX",
+                "DEADTTL",
+                "RESULTMAX",
+            ];
+            if !ONE_VALUE.iter().any(|n| is_kw(a, n)) {
+                return Err(err(format!(
+                    "unknown option '{}' (allowed: ORDER, LIFETIME, AUTODELAY, CAP, MAXRUNNING, DEADMAX, DEADTTL, RESULTMAX)",
+                    super::args::printable(a)
+                )));
+            }
             need(1, i, &super::args::printable(a))?;
             let v = &args[i + 1];
             if is_kw(a, "ORDER") {
@@ -91,13 +106,8 @@ impl Changes {
                 once(&mut c.dead_max, count_arg(v, "DEADMAX")?, "DEADMAX")?;
             } else if is_kw(a, "DEADTTL") {
                 once(&mut c.dead_ttl, parse_ms(v, "DEADTTL")?, "DEADTTL")?;
-            } else if is_kw(a, "RESULTMAX") {
-                once(&mut c.result_max, count_arg(v, "RESULTMAX")?, "RESULTMAX")?;
             } else {
-                return Err(err(format!(
-                    "unknown option '{}' (allowed: ORDER, LIFETIME, AUTODELAY, CAP, MAXRUNNING, DEADMAX, DEADTTL, RESULTMAX)",
-                    super::args::printable(a)
-                )));
+                once(&mut c.result_max, count_arg(v, "RESULTMAX")?, "RESULTMAX")?;
             }
             i += 2;
         }

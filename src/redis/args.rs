@@ -73,15 +73,26 @@ impl<'a> Options<'a> {
         args: &'a [RedisString],
         allowed: &'static [&'static str],
     ) -> Result<Self, RedisError> {
+        Self::parse_also(args, allowed, &[])
+    }
+
+    /// `parse`, where the command also takes the options `also`, split off
+    /// before (an unknown option's error lists them too).
+    pub fn parse_also(
+        args: &'a [RedisString],
+        allowed: &'static [&'static str],
+        also: &[&str],
+    ) -> Result<Self, RedisError> {
         let mut values = [None; MAX_OPTIONS];
         let mut i = 0;
         while i < args.len() {
             let found = allowed.iter().enumerate().find(|(_, n)| is_kw(&args[i], n));
             let Some((slot, name)) = found.and_then(|(k, n)| Some((values.get_mut(k)?, n))) else {
+                let names: Vec<&str> = allowed.iter().chain(also).copied().collect();
                 return Err(err(format!(
                     "unknown option '{}' (allowed: {})",
                     printable(&args[i]),
-                    allowed.join(", ")
+                    names.join(", ")
                 )));
             };
             if slot.is_some() {

@@ -163,6 +163,16 @@ pub mod reply {
             unsafe { f(ctx.ctx, s.as_ptr()) };
         }
     }
+
+    /// An error reply: `s` starts with its code (`ERR `, `WRONGTYPE `, ...)
+    /// and holds no CR or LF. Unlike the wrapper crate's error replies,
+    /// the bytes go as they are (UTF-8 stays UTF-8).
+    pub fn error(ctx: &Context, s: &CStr) {
+        if let Some(f) = api!(RedisModule_ReplyWithError) {
+            // SAFETY: valid context; a NUL-terminated string.
+            unsafe { f(ctx.ctx, s.as_ptr()) };
+        }
+    }
 }
 
 // ------------------------------------------------------------- replication

@@ -61,7 +61,7 @@ fn dispatch(
         match handler(&context, &args) {
             Ok(r) => reply::send(&context, &r),
             Err(e) => {
-                context.reply(Err(reply::clean_err(e)));
+                reply::send_err(&context, e);
             }
         }
     });
@@ -182,7 +182,7 @@ extern "C" fn blocked_ready(
                 true
             }
             Some(Err(e)) => {
-                context.reply(Err(reply::clean_err(e)));
+                reply::send_err(&context, e);
                 true
             }
         }
@@ -210,7 +210,7 @@ extern "C" fn blocked_timeout(
         match (b.on_timeout)(&context, &args) {
             Ok(r) => reply::send(&context, &r),
             Err(e) => {
-                context.reply(Err(reply::clean_err(e)));
+                reply::send_err(&context, e);
             }
         }
         Some(())

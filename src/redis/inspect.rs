@@ -163,7 +163,7 @@ pub fn list<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
             i += 1;
         }
     }
-    let opts = Options::parse(&others, &["OFFSET", "LIMIT", "STATE", "GATE"])?;
+    let opts = Options::parse_also(&others, &["OFFSET", "LIMIT", "STATE", "GATE"], &["FILTER"])?;
     let offset = match opts.get("OFFSET") {
         None => 0,
         Some(v) => {

@@ -39,23 +39,14 @@ pub fn clean_err(e: RedisError) -> RedisError {
     }
 }
 
-/// Error texts may quote client input (a JSON parser's message): keep them
-/// to one printable line of bounded length, with no NUL (the reply path
-/// builds a C string from it).
+/// Error texts may quote client input (a JSON parser's message, a gate's
+/// name): keep them to one line of bounded length with no control
+/// character (no CR, LF or NUL: the reply is a C string on one RESP line).
+/// Other characters stay: `send_err` sends the UTF-8 bytes as they are.
 fn clean_error(s: &str) -> String {
-    // Printable ASCII only: the wrapper crate sends each char of an error
-    // as one byte (`c as u8`), so U+0100 would become a NUL (and its
-    // CString::new(..).unwrap() would abort the server) and any non-ASCII
-    // char invalid UTF-8.
     let mut out: String = s
         .chars()
-        .map(|c| {
-            if c == ' ' || c.is_ascii_graphic() {
-                c
-            } else {
-                '?'
-            }
-        })
+        .map(|c| if c.is_control() { '?' } else { c })
         .take(400)
         .collect();
     let known = ["ERR ", "WRONGTYPE ", "NOPERM ", "OOM ", "READONLY "];
@@ -203,6 +194,28 @@ impl Sink for Client<'_> {
     }
     fn status(&mut self, s: &'static CStr) {
         ffi::reply::status(self.0, s);
+    }
+}
+
+/// Write an error reply to the client of `ctx` (cleaned: `clean_err`).
+/// Texts go through `ffi::reply::error`, not the wrapper crate, which sends
+/// each char as one byte (`c as u8`): a non-ASCII name quoted in an error
+/// would arrive as invalid UTF-8, and U+0100 as a NUL that aborts it.
+pub fn send_err(ctx: &Context, e: RedisError) {
+    match clean_err(e) {
+        RedisError::String(s) => send_error_text(ctx, &s),
+        RedisError::Str(s) => send_error_text(ctx, s),
+        e => {
+            ctx.reply(Err(e));
+        }
+    }
+}
+
+fn send_error_text(ctx: &Context, s: &str) {
+    match std::ffi::CString::new(s) {
+        Ok(c) => ffi::reply::error(ctx, &c),
+        // `clean_error` leaves no NUL; a fixed text if one came anyway.
+        Err(_) => ffi::reply::error(ctx, c"ERR error text not representable"),
     }
 }
 

@@ -17,6 +17,7 @@ use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
 use super::pop::{take, PopArgs};
 use super::reply::{owned, CmdResult, Fields, JobReply, Reply, Val};
 use super::{settings, stats, timer};
+use crate::core::limits::lease_deadline;
 use crate::core::worker::Dead;
 use crate::core::{NackOutcome, QueueError};
 
@@ -57,6 +58,18 @@ fn next_lease(after: &[RedisString]) -> Result<i64, RedisError> {
     Ok(opts.ms("LEASE")?.unwrap_or_else(settings::lease_time))
 }
 
+/// Refuse a `NEXT` whose lease cannot be taken at `now` before the ACK/NACK
+/// runs: an error must leave the queue as it was, so the pop half cannot
+/// be the first to find out.
+fn check_next_lease(next_lease: Option<i64>, now: i64) -> Result<(), RedisError> {
+    match next_lease {
+        Some(lease) if lease_deadline(now, lease).is_none() => {
+            Err(core_err(QueueError::TimeOverflow))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The job after an ACK/NACK ... NEXT: popped as a pop would be (and
 /// replicated as one), at the same pinned time; nil if none.
 fn next_job<'a>(
@@ -84,10 +97,11 @@ pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     };
     let (rest, next) = split_next(rest);
     let next_lease = next.map(next_lease).transpose()?;
-    let opts = Options::parse(rest, &["RESULT", "TTL", "NOW"])?;
+    let opts = Options::parse_also(rest, &["RESULT", "TTL", "NOW"], &["NEXT"])?;
     check_pins(ctx, &opts)?;
     let ttl = opts.ms("TTL")?.unwrap_or_else(settings::result_ttl);
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
+    check_next_lease(next_lease, now)?;
     let result_arg = opts.get("RESULT");
     let result = result_arg.map(|r| r.as_slice());
     if let Some(r) = result {
@@ -149,10 +163,11 @@ pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     };
     let (rest, next) = split_next(rest);
     let next_lease = next.map(next_lease).transpose()?;
-    let opts = Options::parse(rest, &["DELAY", "NOW", "MAXATTEMPTS"])?;
+    let opts = Options::parse_also(rest, &["DELAY", "NOW", "MAXATTEMPTS"], &["NEXT"])?;
     check_pins(ctx, &opts)?;
     let delay = opts.ms("DELAY")?;
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
+    check_next_lease(next_lease, now)?;
     let max_attempts = max_attempts(&opts)?;
     let policy = settings::policy(Some(max_attempts));
     let token = lease_arg(token_arg)?;

@@ -231,6 +231,12 @@ fn a_refused_finish_hands_out_nothing() {
             finish(cmd, q, &ja, &["COUNT", "2"]),
             "ERR unknown option 'COUNT'",
         ));
+        // A lease the pop half could not take: refused before the finish,
+        // which must not happen either.
+        cases.push((
+            finish(cmd, q, &ja, &["LEASE", "9007199254740991"]),
+            "ERR time out of range",
+        ));
     }
     cases.push((
         finish("ORCA.ACK", q, &ja, &["RESULT", "r"]),

@@ -294,6 +294,55 @@ fn unknown_options_and_bad_keywords() {
     assert_eq!(text(&settings(&mut c, q), "order"), "lifo");
 }
 
+/// An unknown option is named as unknown, with the command's whole list of
+/// options (those parsed apart from the rest too), whether or not a value
+/// follows it.
+#[test]
+fn unknown_options_list_every_option_of_their_command() {
+    let (_s, mut c) = start_server();
+    let q = populated(&mut c);
+    let j = must_pop(&mut c, q, LONG);
+    let (k, l) = (text(&j, "key"), text(&j, "lease"));
+    let settings_list = "ORDER, LIFETIME, AUTODELAY, CAP, MAXRUNNING, DEADMAX, DEADTTL, RESULTMAX";
+    let cases: Vec<(Vec<Vec<u8>>, String)> = vec![
+        (
+            args!["ORCA.SETTINGS", q, "FOO"],
+            format!("ERR unknown option 'FOO' (allowed: {settings_list})"),
+        ),
+        (
+            args!["ORCA.SETTINGS", q, "FOO", "1"],
+            format!("ERR unknown option 'FOO' (allowed: {settings_list})"),
+        ),
+        (
+            args!["ORCA.SETTINGS", q, "AUTODELAY", "1", "2", "NEXT"],
+            format!("ERR unknown option 'NEXT' (allowed: {settings_list})"),
+        ),
+        (
+            args!["ORCA.LIST", q, "FOO", "1"],
+            "ERR unknown option 'FOO' (allowed: OFFSET, LIMIT, STATE, GATE, FILTER)".into(),
+        ),
+        (
+            args!["ORCA.ACK", q, &k, &l, "FOO", "1"],
+            "ERR unknown option 'FOO' (allowed: RESULT, TTL, NOW, NEXT)".into(),
+        ),
+        (
+            args!["ORCA.NACK", q, &k, &l, "FOO", "1"],
+            "ERR unknown option 'FOO' (allowed: DELAY, NOW, MAXATTEMPTS, NEXT)".into(),
+        ),
+    ];
+    for (a, want) in &cases {
+        assert_eq!(
+            &assert_rejected(&mut c, q, a, ERR),
+            want,
+            "{}",
+            show_args(a)
+        );
+    }
+    // A known option without its value says so.
+    let e = assert_rejected(&mut c, q, &args!["ORCA.SETTINGS", q, "DEADMAX"], ERR);
+    assert_eq!(e, "ERR option DEADMAX needs 1 value(s)");
+}
+
 /// Every command on a key of another type answers WRONGTYPE and leaves the
 /// key alone (a string and a list here).
 #[test]

@@ -413,6 +413,17 @@ fn hostile_gate_names() {
     let f = enqueue(&mut c, q, cfg);
     assert_eq!(text(&f, "state"), "held");
     assert_eq!(as_bytes(get(&f, "gate")), raw_name);
+    // Errors quote the name as UTF-8 (a control character as '?').
+    let e = assert_rejected(
+        &mut c,
+        q,
+        &args!["ORCA.MOVE", q, text(&f, "key"), "RELEASE"],
+        ERR,
+    );
+    assert_eq!(
+        e,
+        "ERR job is held behind gate 'a?\u{e9}\u{1f600}' (ORCA.GATE ... OPEN releases it)"
+    );
     // Keywords as names.
     for name in ["OPEN", "CLOSE", "DROP", "NOW"] {
         assert_eq!(as_int(&gate_op(&mut c, q, name, "CLOSE")), 1, "{name}");
