@@ -17,8 +17,9 @@ step's stdout); one that fails or times out goes to ``on_fail`` (``"abort"`` by 
 fetching them from ``files`` is left to a real deployment).
 
 A failing grading script is still a finished job: its result (with ``errors``) is POSTed and
-the job acked. Only a failed POST raises, so the worker NACKs and the queue retries it with
-backoff. SIGTERM/SIGINT stop the worker gracefully; a job whose lease is lost or that is
+the job acked. Only a failed POST raises (``PostError``, logged as one line), so the worker
+NACKs and the queue retries it with backoff; anything unexpected is logged with its
+traceback. SIGTERM/SIGINT stop the worker gracefully; a job whose lease is lost or that is
 handed back has its subprocess killed and its result dropped.
 """
 
@@ -38,15 +39,16 @@ from typing import Any
 
 import redis
 
-from orca_queue import Job, Queue, Worker
+from orca_queue import Job, JobFailed, Queue, Worker
 
 log = logging.getLogger("grading_worker")
 MAX_STEPS = 100
 TAIL = 8192  # bytes of stdout/stderr kept per step
 
 
-class PostError(RuntimeError):
-    """The response_url did not accept the result."""
+class PostError(JobFailed):
+    """The response_url did not accept the result (expected: logged as one line, no
+    traceback; the worker NACKs and the job is retried)."""
 
 
 def _tail(data: bytes) -> str:

@@ -65,7 +65,9 @@ def env() -> Iterator[tuple[Server, WebApp]]:
 PY = sys.executable
 
 
-def test_grades_jobs_and_posts_results(env: tuple[Server, WebApp]) -> None:
+def test_grades_jobs_and_posts_results(
+    env: tuple[Server, WebApp], caplog: pytest.LogCaptureFixture
+) -> None:
     server, web = env
     q = Queue(server.client(), "grading")
     jobs = {
@@ -111,6 +113,10 @@ def test_grades_jobs_and_posts_results(env: tuple[Server, WebApp]) -> None:
     assert "timed out" in by_key["timeout"]["errors"][0]
     assert by_key["flaky-web"]["attempt"] == 2 and by_key["flaky-web"]["output"].strip() == "ok"
     assert len(failed) == 1 and "HTTP Error 500" in failed[0]
+    # The failed POST is expected: one log line, no traceback.
+    logged = [r.getMessage() for r in caplog.records if "failed (queue" in r.getMessage()]
+    assert len(logged) == 1 and "; retry): PostError: POST " in logged[0], logged
+    assert "\n" not in logged[0] and "Traceback" not in logged[0]
     # The ACK kept each result in the queue as well.
     for key in jobs:
         kept = q.result(config_orca_key({"key": key, "response_url": web.url}))

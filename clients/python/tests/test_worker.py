@@ -12,7 +12,7 @@ import redis
 from conftest import Server, cfg
 from workers import Running, calls, start, wait_for
 
-from orca_queue import Job, NackOutcome, Queue, Worker, blocking_client
+from orca_queue import Job, JobFailed, NackOutcome, Queue, Worker, blocking_client
 
 
 def test_acks_with_results_and_hooks(r: redis.Redis, qname: str, started: list[Running]) -> None:
@@ -61,6 +61,36 @@ def test_failures_nack_then_retry(
     assert seen == [1, 2]
     assert failures[0][0] == "compiler crashed"
     assert failures[0][1] is not None and failures[0][1].outcome == "retry"
+
+
+def test_expected_failures_log_one_line(
+    r: redis.Redis, qname: str, started: list[Running], caplog: pytest.LogCaptureFixture
+) -> None:
+    q = Queue(r, qname)
+    q.enqueue(cfg("expected"))
+    q.enqueue(cfg("unexpected"))
+    failures: list[str] = []
+
+    def handler(job: Job) -> None:
+        if job.config["key"] == "expected":
+            raise JobFailed("web app said 503")
+        raise RuntimeError("bug in the handler")
+
+    start(
+        started,
+        q,
+        handler,
+        nack_delay_ms=60_000,
+        on_failed=lambda job, exc, out: failures.append(str(exc)),
+    )
+    wait_for(lambda: len(failures) == 2)
+    lines = {
+        m.split("): ", 1)[1].split("\n", 1)[0]: m
+        for m in (r.getMessage() for r in caplog.records)
+        if "failed (queue" in m
+    }
+    assert "\n" not in lines["JobFailed: web app said 503"]
+    assert "Traceback" in lines["RuntimeError: bug in the handler"]
 
 
 def test_heartbeats_keep_a_long_job(r: redis.Redis, qname: str, started: list[Running]) -> None:

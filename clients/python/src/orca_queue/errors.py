@@ -1,7 +1,8 @@
-"""Exception classes for the server's error replies (docs/commands.md).
+"""Exception classes for the server's error replies (docs/commands.md), and
+:class:`JobFailed` for a handler's expected failures.
 
-Every class derives from :class:`OrcaError`, itself a ``redis.exceptions.ResponseError``, so
-code that already catches redis-py's errors keeps working. The message is the server's text
+Every reply class derives from :class:`OrcaError`, itself a ``redis.exceptions.ResponseError``,
+so code that already catches redis-py's errors keeps working. The message is the server's text
 without the ``ERR`` prefix (redis-py strips it).
 """
 
@@ -11,6 +12,12 @@ import re
 from typing import Optional
 
 from redis.exceptions import ResponseError
+
+
+class JobFailed(Exception):
+    """Raise it (or a subclass) from a worker's handler for an expected failure (a result the
+    web app did not accept, a grader that is down): the delivery is NACKed like for any
+    exception, but the worker logs one line without a traceback. Not a server error."""
 
 
 class OrcaError(ResponseError):

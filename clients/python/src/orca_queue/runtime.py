@@ -12,7 +12,7 @@ from typing import Any, Optional
 from redis.exceptions import ResponseError
 
 from . import protocol as P
-from .errors import JobCancelledError, LeaseLostError, map_error
+from .errors import JobCancelledError, JobFailed, LeaseLostError, map_error
 from .strategy import FetchStrategy
 from .types import Job, NackOutcome
 
@@ -73,14 +73,21 @@ class Hooks:
 
     def failed(self, job: Job, exc: BaseException, outcome: Optional[NackOutcome]) -> None:
         what = outcome.outcome if outcome else "not nacked"
+        # An expected failure (JobFailed) is one line; anything else carries its traceback.
+        trace = (
+            ""
+            if isinstance(exc, JobFailed)
+            else "\n"
+            + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+        )
         log.warning(
-            "job %s failed (queue %s, attempt %s; %s): %s\n%s",
+            "job %s failed (queue %s, attempt %s; %s): %s%s",
             job.key,
             job.queue,
             job.attempt,
             what,
             error_text(exc),
-            "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(),
+            trace,
         )
         _call(self.on_failed, job, exc, outcome)
 
