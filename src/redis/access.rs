@@ -57,6 +57,24 @@ pub fn job_key_arg(arg: &RedisString) -> Option<JobKey> {
     decode_key(arg.as_slice())
 }
 
+/// A job key given by a client, or `e` if it cannot be an orca key, after
+/// the type check a well-formed key would get: a malformed key on a key
+/// holding another type answers `WRONGTYPE` too.
+pub fn job_key_or(
+    ctx: &Context,
+    name: &RedisString,
+    arg: &RedisString,
+    e: QueueError,
+) -> Result<JobKey, RedisError> {
+    match job_key_arg(arg) {
+        Some(k) => Ok(k),
+        None => {
+            read_queue(ctx, name, |_| Ok(()))?;
+            Err(core_err(e))
+        }
+    }
+}
+
 fn track(ctx: &Context, name: &RedisString, q: &Queue) {
     tracking::track(selected_db(ctx), name.as_slice(), q.next_deadline());
 }

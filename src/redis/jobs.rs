@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use redis_module::{Context, RedisError, RedisString};
 
 use super::access::{
-    check_payload, check_room, core_err, job_key_arg, limits_for, read_queue,
+    check_payload, check_room, core_err, job_key_arg, job_key_or, limits_for, read_queue,
     replicate_created_settings, write_queue,
 };
 use super::args::{err, from_master_or_aof, is_kw, parse_ms, Options};
@@ -198,7 +198,7 @@ pub fn move_job<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let buffer = opts
         .ms("BUFFER")?
         .unwrap_or_else(settings::move_to_back_buffer);
-    let key = job_key_arg(key_arg).ok_or_else(|| core_err(QueueError::NoSuchJob))?;
+    let key = job_key_or(ctx, name, key_arg, QueueError::NoSuchJob)?;
     let how = if release {
         Move::Release
     } else {

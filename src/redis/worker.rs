@@ -8,7 +8,7 @@ use std::borrow::Cow;
 
 use redis_module::{Context, RedisError, RedisString};
 
-use super::access::{check_payload, core_err, job_key_arg, read_queue, write_queue};
+use super::access::{check_payload, core_err, job_key_arg, job_key_or, read_queue, write_queue};
 use super::args::{
     check_pins, err, from_master_or_aof, is_kw, max_attempts, page_limit, parse_int, parse_ms,
     Options,
@@ -19,7 +19,7 @@ use super::reply::{owned, CmdResult, Fields, JobReply, Reply, Val};
 use super::{settings, stats, timer};
 use crate::core::limits::lease_deadline;
 use crate::core::worker::Dead;
-use crate::core::{NackOutcome, QueueError};
+use crate::core::{JobKey, NackOutcome, QueueError};
 
 /// A dead letter's reply: the job reply with `state`, `died_at`, `cause`.
 pub fn dead_reply<'a>(j: JobReply<'a>, d: &Dead) -> Reply<'a> {
@@ -34,6 +34,23 @@ fn lease_arg(arg: &RedisString) -> Result<u64, RedisError> {
         Ok(v) if v > 0 => Ok(v as u64),
         _ => Err(core_err(QueueError::LeaseNotHeld)),
     }
+}
+
+/// The orca key and lease token of an ACK, NACK or EXTEND. Neither can be
+/// malformed in a lease the queue holds, so either is "lease not held",
+/// after the type check (`WRONGTYPE` first, as for well-formed ones).
+fn fenced(
+    ctx: &Context,
+    name: &RedisString,
+    key_arg: &RedisString,
+    token_arg: &RedisString,
+) -> Result<(JobKey, u64), RedisError> {
+    let token = lease_arg(token_arg);
+    let key = job_key_or(ctx, name, key_arg, QueueError::LeaseNotHeld)?;
+    if token.is_err() {
+        read_queue(ctx, name, |_| Ok(()))?;
+    }
+    Ok((key, token?))
 }
 
 /// The options of ACK/NACK and, after `NEXT`, of the pop that follows.
@@ -109,8 +126,7 @@ pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
             check_payload(r.len(), "result")?;
         }
     }
-    let token = lease_arg(token_arg)?;
-    let key = job_key_arg(key_arg).ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
+    let (key, token) = fenced(ctx, name, key_arg, token_arg)?;
     let (done, _) = write_queue(ctx, name, false, |q| {
         q.ack(&key, token, result, now, ttl).map_err(core_err)?;
         Ok(q.take_woken())
@@ -170,8 +186,7 @@ pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     check_next_lease(next_lease, now)?;
     let max_attempts = max_attempts(&opts)?;
     let policy = settings::policy(Some(max_attempts));
-    let token = lease_arg(token_arg)?;
-    let key = job_key_arg(key_arg).ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
+    let (key, token) = fenced(ctx, name, key_arg, token_arg)?;
     let (outcome, _) = write_queue(ctx, name, false, |q| {
         let o = q.nack(&key, token, delay, now, &policy).map_err(core_err)?;
         Ok((o, q.take_woken()))
@@ -236,8 +251,7 @@ pub fn extend<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let opts = Options::parse(&args[5..], &["NOW"])?;
     check_pins(ctx, &opts)?;
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
-    let token = lease_arg(&args[3])?;
-    let key = job_key_arg(&args[2]).ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
+    let (key, token) = fenced(ctx, name, &args[2], &args[3])?;
     let (deadline, _) = write_queue(ctx, name, false, |q| {
         q.extend(&key, token, ms, now).map_err(core_err)
     })?;
@@ -315,7 +329,7 @@ pub fn dead<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         }
         let opts = Options::parse(&args[4..], &["NOW"])?;
         let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
-        let key = job_key_arg(&args[3]).ok_or_else(|| core_err(QueueError::NoSuchJob))?;
+        let key = job_key_or(ctx, name, &args[3], QueueError::NoSuchJob)?;
         let (r, _) = write_queue(ctx, name, false, |q| {
             let info = q.dead_requeue(&key, now).map_err(core_err)?;
             Ok(JobReply::full(owned(info)).reply())

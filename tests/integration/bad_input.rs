@@ -370,6 +370,14 @@ fn string_key_gives_wrongtype() {
             args!["ORCA.STATUS", key, "junk"],
             args!["ORCA.SETTINGS", key],
             args!["ORCA.SETTINGS", key, "ORDER", "FIFO"],
+            // A malformed orca key or lease is checked after the type.
+            args!["ORCA.MOVE", key, "junk", "RELEASE"],
+            args!["ORCA.ACK", key, "junk", "1"],
+            args!["ORCA.ACK", key, &k, "not-a-lease"],
+            args!["ORCA.NACK", key, "junk", "1", "NEXT"],
+            args!["ORCA.EXTEND", key, "junk", "1", "1000"],
+            args!["ORCA.EXTEND", key, &k, "0", "1000"],
+            args!["ORCA.DEAD", key, "REQUEUE", "junk"],
         ];
         for a in &cases {
             let e = fails(&mut c, a);
@@ -391,7 +399,6 @@ fn string_key_gives_wrongtype() {
     // Input errors may be reported before the type check; either is fine.
     for a in [
         args!["ORCA.ENQUEUE", "s", "{"],
-        args!["ORCA.MOVE", "s", "junk", "RELEASE"],
         args!["ORCA.IMPORT", "s", "garbage"],
     ] {
         let e = fails(&mut c, &a);
