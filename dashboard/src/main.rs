@@ -69,6 +69,7 @@ async fn serve(s: config::Settings, orca: Arc<Orca>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let listen = listener.local_addr().unwrap_or(s.listen);
     let history = History::default();
     tokio::spawn(history.clone().run(orca.clone(), s.sample_interval));
     let app = web::App::new(
@@ -76,6 +77,7 @@ async fn serve(s: config::Settings, orca: Arc<Orca>) -> ExitCode {
         history,
         web::Options {
             token: s.token.clone(),
+            hosts: web::hosts::AllowedHosts::new(listen, s.allowed_hosts.clone()),
             read_only: s.read_only,
             scan_window: s.scan_window,
             sample_interval: s.sample_interval,
@@ -84,7 +86,7 @@ async fn serve(s: config::Settings, orca: Arc<Orca>) -> ExitCode {
     );
     tracing::info!(
         "orca-dashboard on http://{} (Redis {}{}{})",
-        listener.local_addr().unwrap_or(s.listen),
+        listen,
         orca.display_url,
         if s.read_only { ", read-only" } else { "" },
         if s.token.is_some() {

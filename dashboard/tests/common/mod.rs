@@ -244,10 +244,16 @@ pub struct Dashboard {
 
 impl Dashboard {
     pub fn start(redis_url: &str, extra: &[&str]) -> Dashboard {
+        Self::start_logging(redis_url, extra, Stdio::inherit(), "warn")
+    }
+
+    /// Started with its log (stderr) going to `log` at level `level`.
+    pub fn start_logging(redis_url: &str, extra: &[&str], log: Stdio, level: &str) -> Dashboard {
         let port = free_port();
         let mut child = Self::command(redis_url, &format!("127.0.0.1:{port}"), extra)
+            .env("ORCA_DASHBOARD_LOG", level)
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(log)
             .spawn()
             .expect("start orca-dashboard");
         wait_for_port(port, "orca-dashboard", &mut child);
@@ -290,11 +296,33 @@ impl Dashboard {
         headers: &[(&str, &str)],
         body: &str,
     ) -> (u16, String) {
+        self.http_to(
+            &format!("127.0.0.1:{}", self.port),
+            method,
+            path,
+            headers,
+            body,
+        )
+    }
+
+    /// `http` with another `Host` header (or none, for "").
+    pub fn http_to(
+        &self,
+        host: &str,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, String) {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect dashboard");
-        s.set_read_timeout(Some(Duration::from_secs(20))).ok();
+        s.set_read_timeout(Some(Duration::from_secs(60))).ok();
+        let host_line = if host.is_empty() {
+            String::new()
+        } else {
+            format!("Host: {host}\r\n")
+        };
         let mut req = format!(
-            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\n",
-            self.port,
+            "{method} {path} HTTP/1.0\r\n{host_line}Content-Length: {}\r\n",
             body.len()
         );
         for (k, v) in headers {
@@ -312,6 +340,37 @@ impl Dashboard {
             .unwrap_or(0);
         (status, out)
     }
+}
+
+/// From a raw response (`Dashboard::http`): the CSRF cookie it sets
+/// (`name=value`) and the token of its first form.
+pub fn csrf_of(response: &str) -> (String, String) {
+    let cookie = response
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("set-cookie: ")
+                .or_else(|| l.strip_prefix("Set-Cookie: "))
+        })
+        .find(|c| c.starts_with("orca_csrf="))
+        .and_then(|c| c.split(';').next())
+        .expect("a CSRF cookie")
+        .to_string();
+    let token = response
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a form with a CSRF token")
+        .to_string();
+    (cookie, token)
+}
+
+/// Form-encode pairs.
+pub fn form(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
+        .collect::<Vec<_>>()
+        .join("&")
 }
 
 /// Headless Chromium through its own chromedriver (own process group, so

@@ -1,0 +1,173 @@
+//! Outside the browser, against a real redis-server with the module and the
+//! dashboard binary: the Host check (DNS rebinding), LIMITs within the
+//! server's orca.max-pop-count, passwords kept out of pages and the log,
+//! Redis down or frozen, and the smaller fixes (payloads shown as stored,
+//! binary results, exact config keys, clean refusals).
+
+mod common;
+
+use common::{csrf_of, form, Dashboard, Redis};
+use serde_json::json;
+
+const FORM: (&str, &str) = ("Content-Type", "application/x-www-form-urlencoded");
+
+#[test]
+fn only_allowed_host_names_are_served() {
+    let r = Redis::start();
+    let victim = r.enqueue(
+        "victim",
+        json!({"key": "v-1", "response_url": "http://web/cb"}),
+    );
+    let d = Dashboard::start(&r.url(), &[]);
+    let port = d.port;
+    let evil = format!("rebind.attacker.example:{port}");
+
+    // A rebound name gets a clear refusal, not the page.
+    let (code, page) = d.http_to(&evil, "GET", "/queue?q=victim", &[], "");
+    assert_eq!(code, 421, "{page}");
+    assert!(page.contains("does not answer to the host name"), "{page}");
+    assert!(!page.contains(&victim), "{page}");
+    // ... also without a port, on another port, for static files, or with no Host
+    for host in [
+        "rebind.attacker.example",
+        &format!("localhost:{}", port + 1),
+        "localhost",
+    ] {
+        assert_eq!(d.http_to(host, "GET", "/", &[], "").0, 421, "{host}");
+    }
+    assert_eq!(d.http_to(&evil, "GET", "/static/style.css", &[], "").0, 421);
+    assert_eq!(d.http_to("", "GET", "/", &[], "").0, 421);
+
+    // The local names on the listen port are served.
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("LocalHost:{port}"),
+        format!("[::1]:{port}"),
+    ] {
+        let (code, page) = d.http_to(&host, "GET", "/queue?q=victim", &[], "");
+        assert_eq!(code, 200, "{host}: {page}");
+    }
+
+    // The attack of the report: the rebound name, a matching Origin and the
+    // CSRF token of a page read under that name. Nothing is deleted.
+    let (_, page) = d.http("GET", "/queue?q=victim", &[], "");
+    let (cookie, token) = csrf_of(&page);
+    let body = form(&[("csrf", &token), ("q", "victim"), ("key", &victim)]);
+    let origin = format!("http://{evil}");
+    let (code, _) = d.http_to(
+        &evil,
+        "POST",
+        "/action/delete",
+        &[FORM, ("Origin", &origin), ("Cookie", &cookie)],
+        &body,
+    );
+    assert_eq!(code, 421);
+    assert!(r
+        .field_str(&["ORCA.STATUS", "victim", &victim], "state")
+        .is_some());
+    // An allowed Host with another site's Origin: refused too.
+    let (code, page) = d.http(
+        "POST",
+        "/action/delete",
+        &[FORM, ("Origin", &origin), ("Cookie", &cookie)],
+        &body,
+    );
+    assert_eq!(code, 403, "{page}");
+    // localhost and 127.0.0.1 are different origins.
+    let (code, _) = d.http(
+        "POST",
+        "/action/delete",
+        &[
+            FORM,
+            ("Origin", &format!("http://localhost:{port}")),
+            ("Cookie", &cookie),
+        ],
+        &body,
+    );
+    assert_eq!(code, 403);
+    assert!(r
+        .field_str(&["ORCA.STATUS", "victim", &victim], "state")
+        .is_some());
+    // The same request from the dashboard's own origin works.
+    let (code, page) = d.http(
+        "POST",
+        "/action/delete",
+        &[
+            FORM,
+            ("Origin", &format!("http://127.0.0.1:{port}")),
+            ("Cookie", &cookie),
+        ],
+        &body,
+    );
+    assert_eq!(code, 303, "{page}");
+    assert!(r
+        .field_str(&["ORCA.STATUS", "victim", &victim], "state")
+        .is_none());
+}
+
+#[test]
+fn allowed_host_names_are_served_and_their_origin_posts() {
+    let r = Redis::start();
+    let key = r.enqueue("q1", json!({"key": "k-1"}));
+    let d = Dashboard::start(
+        &r.url(),
+        &[
+            "--allowed-host",
+            "dash.example.org",
+            "--allowed-host",
+            "proxy.example.org:8443",
+        ],
+    );
+    let port = d.port;
+    assert_eq!(d.http_to("dash.example.org", "GET", "/", &[], "").0, 200);
+    assert_eq!(
+        d.http_to(&format!("DASH.example.org:{port}"), "GET", "/", &[], "")
+            .0,
+        200
+    );
+    assert_eq!(
+        d.http_to("proxy.example.org:8443", "GET", "/", &[], "").0,
+        200
+    );
+    assert_eq!(d.http_to("proxy.example.org", "GET", "/", &[], "").0, 421);
+    assert_eq!(d.http_to("example.org", "GET", "/", &[], "").0, 421);
+
+    // Through a TLS proxy that passes the Host: Origin https://dash.example.org.
+    let (_, page) = d.http_to("dash.example.org", "GET", "/queue?q=q1", &[], "");
+    let (cookie, token) = csrf_of(&page);
+    let body = form(&[("csrf", &token), ("q", "q1"), ("key", &key)]);
+    let (code, _) = d.http_to(
+        "dash.example.org",
+        "POST",
+        "/action/delete",
+        &[
+            FORM,
+            ("Origin", "https://evil.example"),
+            ("Cookie", &cookie),
+        ],
+        &body,
+    );
+    assert_eq!(code, 403);
+    let (code, page) = d.http_to(
+        "dash.example.org",
+        "POST",
+        "/action/delete",
+        &[
+            FORM,
+            ("Origin", "https://dash.example.org"),
+            ("Cookie", &cookie),
+        ],
+        &body,
+    );
+    assert_eq!(code, 303, "{page}");
+    assert_eq!(r.int(&["ORCA.LEN", "q1"]), 0);
+
+    // Bad names are refused at start.
+    let out = Dashboard::command(&r.url(), "127.0.0.1:0", &["--allowed-host", "http://x/"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--allowed-host"), "{err}");
+}
