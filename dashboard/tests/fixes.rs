@@ -171,3 +171,16 @@ fn allowed_host_names_are_served_and_their_origin_posts() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--allowed-host"), "{err}");
 }
+
+#[test]
+fn an_oversized_form_is_413() {
+    let r = Redis::start();
+    let d = Dashboard::start(&r.url(), &[]);
+    let big = format!("q=x&key={}", "a".repeat(300 * 1024));
+    let (code, page) = d.http("POST", "/action/delete", &[FORM], &big);
+    assert_eq!(code, 413, "{page}");
+    assert!(page.contains("larger than the dashboard takes"), "{page}");
+    // just under the limit: read, then refused for what it says
+    let small = format!("csrf=x&q=x&key={}", "a".repeat(200 * 1024));
+    assert_eq!(d.http("POST", "/action/delete", &[FORM], &small).0, 403);
+}

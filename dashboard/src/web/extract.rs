@@ -31,9 +31,21 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Form<T> {
         axum::extract::Form::<T>::from_request(req, state)
             .await
             .map(|f| Form(f.0))
-            .map_err(|e| AppError::BadRequest(format!("Bad form: {}", e.body_text())))
+            .map_err(|e| {
+                if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                    AppError::TooLarge(format!(
+                        "The form is larger than the dashboard takes ({} KB): nothing was done.",
+                        BODY_LIMIT / 1024
+                    ))
+                } else {
+                    AppError::BadRequest(format!("Bad form: {}", e.body_text()))
+                }
+            })
     }
 }
+
+/// Largest request body taken (forms are small).
+pub const BODY_LIMIT: usize = 256 * 1024;
 
 /// Largest page number accepted (beyond it no queue can have entries).
 pub const MAX_PAGE: u64 = 1 << 40;
