@@ -30,6 +30,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_target(false)
+        // stderr, as documented (fmt's default writer is stdout)
+        .with_writer(std::io::stderr)
         // colours only on a terminal: the log is also the record of dropped gates
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
