@@ -184,3 +184,55 @@ fn an_oversized_form_is_413() {
     let small = format!("csrf=x&q=x&key={}", "a".repeat(200 * 1024));
     assert_eq!(d.http("POST", "/action/delete", &[FORM], &small).0, 403);
 }
+
+#[test]
+fn redis_passwords_reach_no_page_and_no_log() {
+    let r = Redis::start_with(|dir| {
+        vec![
+            "--unixsocket".into(),
+            dir.join("s.sock").display().to_string(),
+            "--unixsocketperm".into(),
+            "700".into(),
+        ]
+    });
+    r.enqueue("grading", json!({"key": "k-1"}));
+    r.cmd(&[
+        "ACL",
+        "SETUSER",
+        "bob",
+        "on",
+        ">SECRET-pw-41",
+        "~*",
+        "&*",
+        "+@all",
+    ])
+    .unwrap();
+    let sock = r.dir().join("s.sock");
+    let log_path = r.dir().join("dashboard.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    // the form the report found: the password as a query parameter
+    let url = format!("redis+unix://{}?pass=SECRET-pw-41&user=bob", sock.display());
+    let d = Dashboard::start_logging(&url, &[], log.into(), "debug");
+    for path in [
+        "/",
+        "/queue?q=grading",
+        "/queue/stats?q=grading",
+        "/queue?q=nope",
+    ] {
+        let (code, page) = d.http("GET", path, &[], "");
+        assert!(code == 200 || code == 404, "{path}: {code}");
+        assert!(!page.contains("SECRET"), "{path}: {page}");
+        // connected as bob with that password
+        if path == "/queue?q=grading" {
+            assert!(
+                page.contains("pass=***&amp;user=bob") || page.contains("pass=***&#38;user=bob"),
+                "{page}"
+            );
+            assert!(page.contains("data-key="), "{page}");
+        }
+    }
+    drop(d);
+    let logged = std::fs::read_to_string(&log_path).unwrap();
+    assert!(logged.contains("pass=***"), "{logged}");
+    assert!(!logged.contains("SECRET"), "{logged}");
+}

@@ -347,27 +347,41 @@ impl Orca {
     }
 }
 
-/// `redis://user:secret@host/` -> `redis://user:***@host/`.
-fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_string();
+/// The `--redis` URL for pages and logs: every password the redis crate
+/// would read replaced by `***` (the user info's password, and the `pass`
+/// and `password` query parameters, however their names are
+/// percent-encoded). A URL that does not parse is not shown at all.
+fn redact_url(raw: &str) -> String {
+    const HIDDEN: &str = "***";
+    let Ok(mut u) = url::Url::parse(raw) else {
+        return "(the --redis URL, which does not parse)".to_string();
     };
-    let rest = &url[scheme_end + 3..];
-    let host_start = rest.find('/').unwrap_or(rest.len());
-    match rest[..host_start].rfind('@') {
-        Some(at) => {
-            let userinfo = &rest[..at];
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!(
-                "{}://{}{}{}",
-                &url[..scheme_end],
-                user,
-                if userinfo.contains(':') { ":***" } else { "" },
-                &rest[at..]
-            )
-        }
-        None => url.to_string(),
+    if u.password().is_some() {
+        // cannot fail: the URL has a password, so it has user info
+        let _ = u.set_password(Some(HIDDEN));
     }
+    if u.query().is_some() {
+        let pairs: Vec<(String, String)> = u
+            .query_pairs()
+            .map(|(k, v)| {
+                let secret = matches!(k.to_ascii_lowercase().as_str(), "pass" | "password");
+                (
+                    k.into_owned(),
+                    if secret {
+                        HIDDEN.to_string()
+                    } else {
+                        v.into_owned()
+                    },
+                )
+            })
+            .collect();
+        u.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    // nothing the redis crate reads as a password is left
+    debug_assert!(u
+        .query_pairs()
+        .all(|(k, v)| !matches!(&*k, "pass" | "password") || v == HIDDEN));
+    u.to_string()
 }
 
 #[cfg(test)]
@@ -388,5 +402,39 @@ mod tests {
             redact_url("redis://127.0.0.1:6379"),
             "redis://127.0.0.1:6379"
         );
+        // every form the redis crate reads a password from
+        for (url, shown) in [
+            (
+                "redis+unix:///tmp/s.sock?pass=SECRET&user=bob",
+                "redis+unix:///tmp/s.sock?pass=***&user=bob",
+            ),
+            (
+                "unix:///tmp/s.sock?user=bob&p%61ss=SECRET&db=2",
+                "unix:///tmp/s.sock?user=bob&pass=***&db=2",
+            ),
+            (
+                "redis://127.0.0.1:6379/?password=SECRET&protocol=resp3",
+                "redis://127.0.0.1:6379/?password=***&protocol=resp3",
+            ),
+            (
+                "redis://bob:SECRET@127.0.0.1/?pass=SECRET&pass=SECRET2",
+                "redis://bob:***@127.0.0.1/?pass=***&pass=***",
+            ),
+            (
+                "redis://:S%40CRET@127.0.0.1:6379",
+                "redis://:***@127.0.0.1:6379",
+            ),
+            ("redis://b%40b:SECRET@host", "redis://b%40b:***@host"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+            // and the redis crate reads the same password from it
+            if let Ok(info) = url.parse::<redis::ConnectionInfo>() {
+                if let Some(pw) = info.redis.password {
+                    assert!(!redact_url(url).contains(&pw), "{url}");
+                }
+            }
+        }
+        let hidden = redact_url("not a url SECRET");
+        assert!(!hidden.contains("SECRET"), "{hidden}");
     }
 }

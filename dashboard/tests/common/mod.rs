@@ -97,7 +97,13 @@ pub struct Redis {
 
 impl Redis {
     pub fn start() -> Redis {
+        Self::start_with(|_| Vec::new())
+    }
+
+    /// With more server options, made from the server's own temp dir.
+    pub fn start_with(extra: impl FnOnce(&Path) -> Vec<String>) -> Redis {
         let dir = tempfile::tempdir().expect("temp dir");
+        let extra = extra(dir.path());
         let port = free_port();
         let mut child =
             Command::new(std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into()))
@@ -115,6 +121,7 @@ impl Redis {
                 .arg(dir.path())
                 .arg("--loadmodule")
                 .arg(module_path())
+                .args(&extra)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -129,6 +136,11 @@ impl Redis {
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's own temp dir.
+    pub fn dir(&self) -> &Path {
+        self._dir.path()
     }
 
     pub fn conn(&self) -> redis::Connection {
