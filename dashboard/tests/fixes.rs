@@ -236,3 +236,118 @@ fn redis_passwords_reach_no_page_and_no_log() {
     assert!(logged.contains("pass=***"), "{logged}");
     assert!(!logged.contains("SECRET"), "{logged}");
 }
+
+/// The positions a jobs table shows, in order.
+fn positions(page: &str) -> Vec<u64> {
+    page.split("<td class=\"num position\">")
+        .skip(1)
+        .filter_map(|rest| rest.split('<').next()?.replace(',', "").parse().ok())
+        .collect()
+}
+
+#[test]
+fn listings_stay_within_the_servers_limit() {
+    let r = Redis::start();
+    let mut c = r.conn();
+    let mut p = redis::pipe();
+    for i in 0..250 {
+        let course = if i % 10 == 3 { "cs1" } else { "cs2" };
+        let cfg = json!({"key": format!("k-{i}"), "collation": {"type": "user", "id": (i % 5).to_string()},
+                         "metadata_table": {"course": course}});
+        p.cmd("ORCA.ENQUEUE")
+            .arg("big")
+            .arg(cfg.to_string())
+            .ignore();
+    }
+    for i in 0..50 {
+        let cfg = json!({"key": format!("s-{i}"), "metadata_table": {"course": "cs1"}});
+        p.cmd("ORCA.ENQUEUE")
+            .arg("small")
+            .arg(cfg.to_string())
+            .ignore();
+    }
+    p.query::<()>(&mut c).unwrap();
+    r.cmd(&["CONFIG", "SET", "orca.max-pop-count", "30"])
+        .unwrap();
+    let expect = |from: u64, to: u64| (from..=to).collect::<Vec<u64>>();
+
+    // A fresh dashboard (limit not yet known), asked for 50 a page, page 2:
+    // clamped to 30 a page from the position asked (51 is on page 2 of 30).
+    let d = Dashboard::start(&r.url(), &["--scan-window", "100"]);
+    let (code, page) = d.http("GET", "/queue?q=big&per=50&page=2", &[], "");
+    assert_eq!(code, 200, "{page}");
+    assert_eq!(positions(&page), expect(31, 60));
+    assert!(page.contains("id=\"limit-note\""), "{page}");
+    assert!(page.contains("at most 30 jobs per command"), "{page}");
+    assert!(
+        page.contains("page=3&amp;per=30") || page.contains("page=3&#38;per=30"),
+        "{page}"
+    );
+    // Known now: page sizes over it are clamped at once.
+    // (offset 200: page 7 of 30, which starts at 181)
+    let (code, page) = d.http("GET", "/queue?q=big&per=200&page=2", &[], "");
+    assert_eq!(code, 200, "{page}");
+    assert_eq!(positions(&page), expect(181, 210));
+    // Page sizes under it are left alone.
+    let (_, page) = d.http("GET", "/queue?q=big&per=25&page=2", &[], "");
+    assert_eq!(positions(&page), expect(26, 50));
+    assert!(!page.contains("limit-note"));
+
+    // Windowed scans (the queue is longer than --scan-window) read in
+    // commands of at most 30: a collation, a config key, a metadata filter.
+    let (code, page) = d.http("GET", "/queue/find?q=big&collation=user.3", &[], "");
+    assert_eq!(code, 200, "{page}");
+    assert!(page.contains("Scanned positions 1–100 of 250"), "{page}");
+    assert_eq!(positions(&page).len(), 20);
+    let okey = r
+        .field_str(
+            &["ORCA.ENQUEUE", "big", &json!({"key": "k-0"}).to_string()],
+            "key",
+        )
+        .unwrap();
+    let pos = r
+        .field_int(&["ORCA.STATUS", "big", &okey], "position")
+        .unwrap();
+    let (code, page) = d.http(
+        "GET",
+        &format!("/queue/find?q=big&key=k-0&from={pos}"),
+        &[],
+        "",
+    );
+    assert_eq!(code, 200, "{page}");
+    assert_eq!(positions(&page), [pos as u64]);
+    let (code, page) = d.http(
+        "GET",
+        "/queue?q=big&field=course&value=cs1&from=101",
+        &[],
+        "",
+    );
+    assert_eq!(code, 200, "{page}");
+    assert!(page.contains("Scanned positions 101–200 of 250"), "{page}");
+    assert_eq!(positions(&page).len(), 10);
+    // ORCA.LIST ... FILTER on a short queue, the other states, dead letters.
+    let (code, page) = d.http(
+        "GET",
+        "/queue?q=small&field=course&value=cs1&per=100",
+        &[],
+        "",
+    );
+    assert_eq!(code, 200, "{page}");
+    assert_eq!(positions(&page), expect(1, 30));
+    for path in [
+        "/queue?q=big&state=held&per=100",
+        "/queue?q=big&state=running&per=100",
+        "/queue/dead?q=big&per=100",
+        "/queue/gate?q=big&gate=g&per=100",
+    ] {
+        let (code, page) = d.http("GET", path, &[], "");
+        assert_eq!(code, 200, "{path}: {page}");
+        assert!(page.contains("limit-note"), "{path}");
+    }
+
+    // A fresh dashboard whose first listing is a state's: learned there too.
+    let d = Dashboard::start(&r.url(), &[]);
+    let (code, page) = d.http("GET", "/queue/dead?q=big&per=1000", &[], "");
+    assert_eq!(code, 200, "{page}");
+    assert!(page.contains("at most 30 jobs"), "{page}");
+}

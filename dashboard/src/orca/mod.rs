@@ -10,7 +10,7 @@ pub mod job;
 mod policy;
 pub mod value;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, Cmd, ErrorKind, ProtocolVersion, RedisError};
@@ -19,6 +19,18 @@ use tokio::sync::Mutex;
 pub use job::{looks_like_orca_key, metadata_matches, orca_key, Job};
 pub use policy::JobState;
 pub use value::{Fields, Val};
+
+/// How long a learned maximum LIMIT is trusted.
+const LIMIT_MEMORY: Duration = Duration::from_secs(600);
+
+/// The maximum in the module's refusal of a LIMIT (`LIMIT must be between
+/// 0 and N`, src/redis/args.rs).
+fn refused_limit(message: &str) -> Option<u64> {
+    const TEXT: &str = "LIMIT must be between 0 and ";
+    let rest = &message[message.find(TEXT)? + TEXT.len()..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
 
 /// The Redis type name the module registers (docs/commands.md, "Key operations").
 pub const QUEUE_TYPE: &str = "orcaqueue";
@@ -84,6 +96,9 @@ pub struct Orca {
     client: Client,
     config: ConnectionManagerConfig,
     conn: Mutex<Option<ConnectionManager>>,
+    /// The largest `LIMIT` the server takes (`orca.max-pop-count`), once a
+    /// listing was refused for it, and when that was learned.
+    max_limit: std::sync::Mutex<Option<(u64, Instant)>>,
     /// The URL without its password, for pages and logs.
     pub display_url: String,
 }
@@ -104,6 +119,7 @@ impl Orca {
             client,
             config,
             conn: Mutex::new(None),
+            max_limit: std::sync::Mutex::new(None),
             display_url,
         })
     }
@@ -124,6 +140,44 @@ impl Orca {
         let mut c = self.conn().await?;
         let v: redis::Value = cmd.query_async(&mut c).await?;
         Ok(Val::from_redis(v))
+    }
+
+    /// The largest `LIMIT` of a listing the server takes, if known: learned
+    /// from its refusal (`LIMIT must be between 0 and N`), since the
+    /// dashboard's Redis user may not read `CONFIG`. Forgotten after
+    /// `LIMIT_MEMORY`, so a raised `orca.max-pop-count` is noticed.
+    pub fn max_limit(&self) -> Option<u64> {
+        let g = self.max_limit.lock().unwrap_or_else(|e| e.into_inner());
+        g.filter(|(_, at)| at.elapsed() < LIMIT_MEMORY)
+            .map(|(n, _)| n)
+    }
+
+    /// A listing (`build(limit)` is the command), with its LIMIT kept
+    /// within the server's: clamped to the known maximum, and, refused for
+    /// it, learned and sent once more. So it may return fewer than `limit`
+    /// jobs even where more exist: callers compare with `max_limit()`.
+    async fn run_listing(
+        &self,
+        limit: u64,
+        build: impl Fn(u64) -> Cmd,
+        what: &str,
+    ) -> OrcaResult<Vec<Job>> {
+        let sent = limit.min(self.max_limit().unwrap_or(u64::MAX));
+        match self.run_jobs(&build(sent), what).await {
+            Err(OrcaError::Refused(m)) => match refused_limit(&m) {
+                Some(n) => {
+                    *self.max_limit.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some((n, Instant::now()));
+                    if sent > n {
+                        self.run_jobs(&build(n), what).await
+                    } else {
+                        Err(OrcaError::Refused(m))
+                    }
+                }
+                None => Err(OrcaError::Refused(m)),
+            },
+            other => other,
+        }
     }
 
     async fn run_fields(&self, cmd: &Cmd, what: &str) -> OrcaResult<Fields> {
@@ -216,16 +270,19 @@ impl Orca {
         limit: u64,
         filter: Option<(&str, &str)>,
     ) -> OrcaResult<Vec<Job>> {
-        let mut cmd = redis::cmd("ORCA.LIST");
-        cmd.arg(queue)
-            .arg("OFFSET")
-            .arg(offset)
-            .arg("LIMIT")
-            .arg(limit);
-        if let Some((f, v)) = filter {
-            cmd.arg("FILTER").arg(f).arg(v);
-        }
-        self.run_jobs(&cmd, "ORCA.LIST").await
+        let build = |limit: u64| {
+            let mut cmd = redis::cmd("ORCA.LIST");
+            cmd.arg(queue)
+                .arg("OFFSET")
+                .arg(offset)
+                .arg("LIMIT")
+                .arg(limit);
+            if let Some((f, v)) = filter {
+                cmd.arg("FILTER").arg(f).arg(v);
+            }
+            cmd
+        };
+        self.run_listing(limit, build, "ORCA.LIST").await
     }
 
     /// `ORCA.STATUS <q> <key>`: None if the key is in no state.
@@ -387,6 +444,17 @@ fn redact_url(raw: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn limits_are_read_from_the_refusal() {
+        assert_eq!(refused_limit("LIMIT must be between 0 and 100"), Some(100));
+        assert_eq!(
+            refused_limit("ERR LIMIT must be between 0 and 1000000"),
+            Some(1_000_000)
+        );
+        assert_eq!(refused_limit("COUNT must be between 1 and 100"), None);
+        assert_eq!(refused_limit("LIMIT must be between 0 and "), None);
+    }
 
     #[test]
     fn passwords_are_redacted() {

@@ -79,13 +79,16 @@ impl Orca {
         offset: u64,
         limit: u64,
     ) -> OrcaResult<Vec<Job>> {
-        let mut cmd = redis::cmd("ORCA.LIST");
-        cmd.arg(queue).arg("STATE").arg(state.arg());
-        if let Some(g) = gate {
-            cmd.arg("GATE").arg(g);
-        }
-        cmd.arg("OFFSET").arg(offset).arg("LIMIT").arg(limit);
-        self.run_jobs(&cmd, "ORCA.LIST STATE").await
+        let build = |limit: u64| {
+            let mut cmd = redis::cmd("ORCA.LIST");
+            cmd.arg(queue).arg("STATE").arg(state.arg());
+            if let Some(g) = gate {
+                cmd.arg("GATE").arg(g);
+            }
+            cmd.arg("OFFSET").arg(offset).arg("LIMIT").arg(limit);
+            cmd
+        };
+        self.run_listing(limit, build, "ORCA.LIST STATE").await
     }
 
     /// `ORCA.GATE <q> <g> CLOSE`: true if the gate was open.

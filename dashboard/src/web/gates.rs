@@ -12,7 +12,7 @@ use super::error::{AppError, AppResult};
 use super::extract::{Paging, Query};
 use super::head::{queue_head, queue_name, QueueHead};
 use super::layout::{enc, gate_href, queue_crumbs, tab_href, Crumb, Ctx, Layout};
-use super::pager::Pager;
+use super::pager::{limit_note, paged, Pager};
 use super::rows::JobRow;
 use crate::format;
 use crate::orca::{Fields, JobState};
@@ -178,16 +178,12 @@ pub async fn page(ctx: Ctx, Query(q): Query<GateQuery>) -> AppResult<Response> {
     let h = queue_head(&app, &name, "gates").await?;
     let (s, age) = app.stats.get(&app.orca, &name).await?;
     let held = closed_gates(&s).into_iter().find(|(g, _)| *g == gate);
-    let jobs = app
-        .orca
-        .list_state(
-            &name,
-            JobState::Held,
-            Some(&gate),
-            paging.offset(),
-            paging.per,
-        )
-        .await?;
+    let asked = paging;
+    let (paging, jobs) = paged(&app, asked, |p| {
+        app.orca
+            .list_state(&name, JobState::Held, Some(&gate), p.offset(), p.per)
+    })
+    .await?;
     let rows: Vec<JobRow> = jobs.iter().map(|j| JobRow::new(&name, j, h.now)).collect();
     let held_n = held.as_ref().map_or(0, |(_, n)| *n);
     let base = format!("{}&", gate_href(&name, &gate));
@@ -197,7 +193,10 @@ pub async fn page(ctx: Ctx, Query(q): Query<GateQuery>) -> AppResult<Response> {
         href: gate_href(&name, &gate),
     });
     let page = GatePage {
-        l: ctx.layout(format!("gate {}", format::short(&gate, 40)), crumbs),
+        l: Layout {
+            warning: limit_note(asked, paging),
+            ..ctx.layout(format!("gate {}", format::short(&gate, 40)), crumbs)
+        },
         pager: Pager::new(
             &base,
             paging,

@@ -67,6 +67,8 @@ pub struct Layout {
     /// The CSRF authenticity token for forms; empty on pages without forms.
     pub csrf: String,
     pub notice: Option<String>,
+    /// A warning about this page (a page size the server would not take).
+    pub warning: Option<String>,
 }
 
 impl Layout {
@@ -80,6 +82,7 @@ impl Layout {
             auth: false,
             csrf: String::new(),
             notice: None,
+            warning: None,
         }
     }
 }
@@ -153,6 +156,7 @@ impl Ctx {
             auth: self.app.auth.is_some(),
             csrf,
             notice: self.notice.clone(),
+            warning: None,
         }
     }
 
