@@ -351,3 +351,63 @@ fn listings_stay_within_the_servers_limit() {
     assert_eq!(code, 200, "{page}");
     assert!(page.contains("at most 30 jobs"), "{page}");
 }
+
+#[test]
+fn redis_down_or_frozen_fails_fast_and_a_restart_is_picked_up() {
+    use std::time::{Duration, Instant};
+    let mut r = Redis::start();
+    for i in 0..10 {
+        r.enqueue(&format!("q{i}"), json!({"key": "k"}));
+    }
+    // no sampler in between: the pages alone meet the lost connection
+    let d = Dashboard::start(&r.url(), &["--stats-ttl", "1", "--sample-interval", "3600"]);
+    let (code, page) = d.http("GET", "/", &[], "");
+    assert_eq!(code, 200, "{page}");
+    assert_eq!(page.matches("data-queue=").count(), 10);
+
+    // Frozen: one reply timeout, then the 503 page (not one timeout per queue).
+    std::thread::sleep(Duration::from_millis(1100)); // the stats cache expires
+    let kill = |sig: &str| {
+        assert!(std::process::Command::new("kill")
+            .args([sig, &r.pid().to_string()])
+            .status()
+            .unwrap()
+            .success());
+    };
+    kill("-STOP");
+    for path in ["/", "/queue?q=q1"] {
+        let t = Instant::now();
+        let (code, page) = d.http("GET", path, &[], "");
+        let took = t.elapsed();
+        assert_eq!(code, 503, "{path}: {page}");
+        assert!(page.contains("Redis is unavailable"), "{path}: {page}");
+        assert!(took < Duration::from_secs(12), "{path}: {took:?}");
+    }
+    kill("-CONT");
+
+    // Shut down: 503 at once, on the overview too (was 200 with a stale list).
+    r.stop();
+    for path in ["/", "/queue?q=q1", "/queue/stats?q=q2"] {
+        let t = Instant::now();
+        let (code, page) = d.http("GET", path, &[], "");
+        assert_eq!(code, 503, "{path}: {page}");
+        assert!(page.contains("Redis is unavailable"), "{path}: {page}");
+        assert!(
+            t.elapsed() < Duration::from_secs(8),
+            "{path}: {:?}",
+            t.elapsed()
+        );
+    }
+
+    // Back: the very first request is served (on a fresh connection), not
+    // refused for the connection attempt that failed while Redis was down.
+    // (past any reconnection attempt the last request started)
+    std::thread::sleep(Duration::from_secs(3));
+    r.restart();
+    let (code, page) = d.http("GET", "/queue?q=q1", &[], "");
+    assert_eq!(code, 404, "{page}"); // nothing was saved
+    r.enqueue("q1", json!({"key": "after"}));
+    let (code, page) = d.http("GET", "/queue?q=q1", &[], "");
+    assert_eq!(code, 200, "{page}");
+    assert!(page.contains("data-key="), "{page}");
+}

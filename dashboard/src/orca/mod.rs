@@ -20,6 +20,24 @@ pub use job::{looks_like_orca_key, metadata_matches, orca_key, Job};
 pub use policy::JobState;
 pub use value::{Fields, Val};
 
+/// How long connecting to Redis (and its handshake) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one reply may take (`ORCA.STATS` of a million jobs took up to
+/// 3 s on a busy machine).
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Did a command fail before it was sent? The connection manager fails
+/// every command awaiting a connection that could not be made with
+/// "Reconnecting failed" (and starts a new attempt).
+fn not_sent(e: &RedisError) -> bool {
+    e.is_connection_refusal() || e.to_string().contains("Reconnecting failed")
+}
+
+/// Is a failed command worth sending once more on a fresh connection?
+fn retry(e: &RedisError, read: bool) -> bool {
+    not_sent(e) || (read && e.is_connection_dropped())
+}
+
 /// How long a learned maximum LIMIT is trusted.
 const LIMIT_MEMORY: Duration = Duration::from_secs(600);
 
@@ -111,10 +129,14 @@ impl Orca {
         info.redis.protocol = ProtocolVersion::RESP3;
         let display_url = redact_url(url);
         let client = Client::open(info).map_err(|e| format!("bad --redis URL: {e}"))?;
+        // Fail fast: a page waits at most a few seconds for a Redis that is
+        // down or frozen (pages stop at the first failure). No reconnection
+        // retries with back-off (up to seconds) inside the manager: `query`
+        // retries once itself.
         let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Duration::from_secs(3))
-            .set_response_timeout(Duration::from_secs(10))
-            .set_number_of_retries(1);
+            .set_connection_timeout(CONNECT_TIMEOUT)
+            .set_response_timeout(RESPONSE_TIMEOUT)
+            .set_number_of_retries(0);
         Ok(Orca {
             client,
             config,
@@ -136,9 +158,45 @@ impl Orca {
         Ok(c)
     }
 
-    async fn run(&self, cmd: &Cmd) -> OrcaResult<Val> {
+    /// Send a command. A connection lost since the last call (Redis
+    /// restarted, say) fails the first command sent on it without sending
+    /// it: that is retried once, on the fresh connection the manager then
+    /// makes. So is a read whose connection dropped while it was under way
+    /// (reads may run twice; actions never are).
+    async fn query<T: redis::FromRedisValue>(&self, cmd: &Cmd, read: bool) -> OrcaResult<T> {
         let mut c = self.conn().await?;
-        let v: redis::Value = cmd.query_async(&mut c).await?;
+        match cmd.query_async(&mut c).await {
+            Err(e) if retry(&e, read) => {
+                tracing::debug!("retrying on a fresh connection after: {e}");
+                let mut c = self.conn().await?;
+                Ok(cmd.query_async(&mut c).await?)
+            }
+            other => Ok(other?),
+        }
+    }
+
+    /// A pipeline of reads, as `query`.
+    async fn query_pipe<T: redis::FromRedisValue>(&self, pipe: &redis::Pipeline) -> OrcaResult<T> {
+        let mut c = self.conn().await?;
+        match pipe.query_async(&mut c).await {
+            Err(e) if retry(&e, true) => {
+                tracing::debug!("retrying on a fresh connection after: {e}");
+                let mut c = self.conn().await?;
+                Ok(pipe.query_async(&mut c).await?)
+            }
+            other => Ok(other?),
+        }
+    }
+
+    /// A read command (may be sent twice, see `query`).
+    async fn run(&self, cmd: &Cmd) -> OrcaResult<Val> {
+        let v: redis::Value = self.query(cmd, true).await?;
+        Ok(Val::from_redis(v))
+    }
+
+    /// An action: sent twice only if the first was never sent.
+    async fn act(&self, cmd: &Cmd) -> OrcaResult<Val> {
+        let v: redis::Value = self.query(cmd, false).await?;
         Ok(Val::from_redis(v))
     }
 
@@ -214,19 +272,17 @@ impl Orca {
     /// (COUNT 1000 per call), stopping at `max` names. Names that are not
     /// UTF-8 are counted but not returned (they cannot be linked).
     pub async fn scan_queues(&self, max: usize) -> OrcaResult<(Vec<String>, usize)> {
-        let mut c = self.conn().await?;
         let mut cursor: u64 = 0;
         let mut names = Vec::new();
         let mut skipped = 0;
         loop {
-            let (next, batch): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-                .arg(cursor)
+            let mut cmd = redis::cmd("SCAN");
+            cmd.arg(cursor)
                 .arg("COUNT")
                 .arg(1000)
                 .arg("TYPE")
-                .arg(QUEUE_TYPE)
-                .query_async(&mut c)
-                .await?;
+                .arg(QUEUE_TYPE);
+            let (next, batch): (u64, Vec<Vec<u8>>) = self.query(&cmd, true).await?;
             for b in batch {
                 match String::from_utf8(b) {
                     Ok(s) => names.push(s),
@@ -347,17 +403,19 @@ impl Orca {
             MoveTo::Front => "RELEASE",
             MoveTo::Back => "DELAY",
         };
-        self.run_fields(
-            redis::cmd("ORCA.MOVE").arg(queue).arg(key).arg(how),
-            "ORCA.MOVE",
-        )
-        .await
+        match self
+            .act(redis::cmd("ORCA.MOVE").arg(queue).arg(key).arg(how))
+            .await?
+        {
+            Val::Map(f) => Ok(f),
+            other => Err(OrcaError::Protocol(format!("ORCA.MOVE: {other:?}"))),
+        }
     }
 
     /// `ORCA.DELETE <q> <key>`: true if anything was removed.
     pub async fn delete(&self, queue: &str, key: &str) -> OrcaResult<bool> {
         Ok(self
-            .run(redis::cmd("ORCA.DELETE").arg(queue).arg(key))
+            .act(redis::cmd("ORCA.DELETE").arg(queue).arg(key))
             .await?
             .as_int()
             == Some(1))
@@ -365,14 +423,14 @@ impl Orca {
 
     /// `ORCA.DEAD <q> REQUEUE <key>`.
     pub async fn dead_requeue(&self, queue: &str, key: &str) -> OrcaResult<()> {
-        self.run(redis::cmd("ORCA.DEAD").arg(queue).arg("REQUEUE").arg(key))
+        self.act(redis::cmd("ORCA.DEAD").arg(queue).arg("REQUEUE").arg(key))
             .await
             .map(|_| ())
     }
 
     /// `ORCA.DEAD <q> PURGE`: how many dead letters were forgotten.
     pub async fn dead_purge(&self, queue: &str) -> OrcaResult<i64> {
-        self.run(redis::cmd("ORCA.DEAD").arg(queue).arg("PURGE"))
+        self.act(redis::cmd("ORCA.DEAD").arg(queue).arg("PURGE"))
             .await?
             .as_int()
             .ok_or_else(|| OrcaError::Protocol("ORCA.DEAD PURGE".into()))
@@ -389,8 +447,7 @@ impl Orca {
             pipe.cmd("ORCA.LEN").arg(q);
             pipe.cmd("ORCA.LIST").arg(q).arg("LIMIT").arg(1);
         }
-        let mut c = self.conn().await?;
-        let replies: Vec<redis::Value> = pipe.query_async(&mut c).await?;
+        let replies: Vec<redis::Value> = self.query_pipe(&pipe).await?;
         let mut out = Vec::with_capacity(queues.len());
         let mut it = replies.into_iter().map(Val::from_redis);
         while let (Some(len), Some(list)) = (it.next(), it.next()) {

@@ -93,6 +93,7 @@ pub struct Redis {
     pub port: u16,
     _child: Proc,
     _dir: tempfile::TempDir,
+    extra: Vec<String>,
 }
 
 impl Redis {
@@ -105,6 +106,16 @@ impl Redis {
         let dir = tempfile::tempdir().expect("temp dir");
         let extra = extra(dir.path());
         let port = free_port();
+        let child = Self::spawn(port, dir.path(), &extra);
+        Redis {
+            port,
+            _child: Proc(child),
+            _dir: dir,
+            extra,
+        }
+    }
+
+    fn spawn(port: u16, dir: &Path, extra: &[String]) -> Child {
         let mut child =
             Command::new(std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into()))
                 .args([
@@ -118,20 +129,32 @@ impl Redis {
                     "no",
                 ])
                 .arg("--dir")
-                .arg(dir.path())
+                .arg(dir)
                 .arg("--loadmodule")
                 .arg(module_path())
-                .args(&extra)
+                .args(extra)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("redis-server (apt install redis-server)");
         wait_for_port(port, "redis-server", &mut child);
-        Redis {
-            port,
-            _child: Proc(child),
-            _dir: dir,
-        }
+        child
+    }
+
+    /// The server's process id (to freeze it with SIGSTOP).
+    pub fn pid(&self) -> u32 {
+        self._child.0.id()
+    }
+
+    /// Stop the server (its data is gone: nothing is saved).
+    pub fn stop(&mut self) {
+        let _ = self._child.0.kill();
+        let _ = self._child.0.wait();
+    }
+
+    /// Start it again on the same port (after `stop`).
+    pub fn restart(&mut self) {
+        self._child = Proc(Self::spawn(self.port, self._dir.path(), &self.extra));
     }
 
     pub fn url(&self) -> String {
@@ -277,18 +300,15 @@ impl Dashboard {
 
     pub fn command(redis_url: &str, listen: &str, extra: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_orca-dashboard"));
-        c.args([
-            "--redis",
-            redis_url,
-            "--listen",
-            listen,
-            "--sample-interval",
-            "1",
-        ])
-        .args(extra)
-        .env_remove("ORCA_DASHBOARD_TOKEN")
-        .env_remove("ORCA_DASHBOARD_READ_ONLY")
-        .env("ORCA_DASHBOARD_LOG", "warn");
+        c.args(["--redis", redis_url, "--listen", listen]);
+        // sample every second unless the test says otherwise
+        if !extra.contains(&"--sample-interval") {
+            c.args(["--sample-interval", "1"]);
+        }
+        c.args(extra)
+            .env_remove("ORCA_DASHBOARD_TOKEN")
+            .env_remove("ORCA_DASHBOARD_READ_ONLY")
+            .env("ORCA_DASHBOARD_LOG", "warn");
         c
     }
 
