@@ -411,3 +411,199 @@ fn redis_down_or_frozen_fails_fast_and_a_restart_is_picked_up() {
     assert_eq!(code, 200, "{page}");
     assert!(page.contains("data-key="), "{page}");
 }
+
+#[test]
+fn payloads_results_keys_and_gates_are_shown_as_stored() {
+    let r = Redis::start();
+    r.cmd(&["SET", "notaqueue", "x"]).unwrap();
+    // a payload with a number no f64 holds and keys out of order
+    let stored = r#"{"key":"big-1","z":12345678901234567890123,"a":1.50,"m":{"y":1,"b":2}}"#;
+    let big = r
+        .field_str(&["ORCA.ENQUEUE", "misc", stored], "key")
+        .unwrap();
+    // a config key with spaces around it
+    let spaced = r
+        .field_str(
+            &[
+                "ORCA.ENQUEUE",
+                "misc",
+                r#"{"key":" sp-key ","response_url":" http://web/cb "}"#,
+            ],
+            "key",
+        )
+        .unwrap();
+    r.enqueue(
+        "misc",
+        json!({"key": "sp-key", "response_url": "http://web/cb"}),
+    );
+    let d = Dashboard::start(&r.url(), &["--stats-ttl", "1"]);
+
+    // 5: the payload exactly as stored, only re-indented
+    let (code, page) = d.http(
+        "GET",
+        &format!("/job?q=misc&key={}", common::enc(&big)),
+        &[],
+        "",
+    );
+    assert_eq!(code, 200, "{page}");
+    let payload = page
+        .split("<pre id=\"payload\">")
+        .nth(1)
+        .unwrap()
+        .split("</pre>")
+        .next()
+        .unwrap();
+    assert_eq!(
+        payload,
+        "{\n  &#34;key&#34;: &#34;big-1&#34;,\n  &#34;z&#34;: 12345678901234567890123,\n  &#34;a&#34;: 1.50,\n  &#34;m&#34;: {\n    &#34;y&#34;: 1,\n    &#34;b&#34;: 2\n  }\n}"
+    );
+
+    // 6: config key and response_url taken exactly as typed
+    let (code, page) = d.http(
+        "GET",
+        &format!(
+            "/queue/find?q=misc&key={}&response_url={}",
+            common::enc(" sp-key "),
+            common::enc(" http://web/cb ")
+        ),
+        &[],
+        "",
+    );
+    assert_eq!(code, 303, "{page}");
+    assert!(
+        page.contains(&format!("key={}", common::enc(&spaced))),
+        "{page}"
+    );
+    let (code, page) = d.http(
+        "GET",
+        &format!("/queue/find?q=misc&key={}", common::enc(" sp-key ")),
+        &[],
+        "",
+    );
+    assert_eq!(code, 200, "{page}");
+    assert_eq!(page.matches("data-key=").count(), 1, "{page}");
+    assert!(page.contains(&format!("data-key=\"{spaced}\"")), "{page}");
+
+    // 9: a binary result: hex, base64, its length, and no NUL in the page
+    let key = r
+        .field_str(&["ORCA.POP", "misc", "LEASE", "60000"], "key")
+        .unwrap();
+    let lease = r
+        .field_str(&["ORCA.STATUS", "misc", &key], "lease")
+        .unwrap();
+    let mut c = r.conn();
+    redis::cmd("ORCA.ACK")
+        .arg("misc")
+        .arg(&key)
+        .arg(&lease)
+        .arg("RESULT")
+        .arg(&b"\xff\xfe\x00"[..])
+        .query::<redis::Value>(&mut c)
+        .unwrap();
+    let (code, page) = d.http(
+        "GET",
+        &format!("/job?q=misc&key={}", common::enc(&key)),
+        &[],
+        "",
+    );
+    assert_eq!(code, 200, "{page}");
+    assert!(!page.contains('\0'));
+    assert!(page.contains("<pre id=\"result\">ff fe 00</pre>"), "{page}");
+    assert!(
+        page.contains("<pre id=\"result-base64\">//4A</pre>"),
+        "{page}"
+    );
+    assert!(page.contains("3 bytes, not UTF-8 text"), "{page}");
+
+    // 8: a valid gate name holding U+FFFD is listed and acted on
+    let gate = "rep\u{fffd}";
+    assert_eq!(r.int(&["ORCA.GATE", "misc", gate, "CLOSE"]), 1);
+    let mut c = r.conn();
+    redis::cmd("ORCA.GATE")
+        .arg("misc")
+        .arg(&b"bad\xff"[..])
+        .arg("CLOSE")
+        .query::<i64>(&mut c)
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100)); // the cached stats expire
+    let (_, page) = d.http("GET", "/queue/gates?q=misc", &[], "");
+    assert_eq!(
+        page.matches("not UTF-8: use redis-cli").count(),
+        1,
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!(
+            "href=\"/queue/gate?q=misc&amp;gate={}\"",
+            common::enc(gate)
+        )) || page.contains(&format!(
+            "href=\"/queue/gate?q=misc&#38;gate={}\"",
+            common::enc(gate)
+        )),
+        "{page}"
+    );
+    let (code, page) = d.http(
+        "GET",
+        &format!("/queue/gate?q=misc&gate={}", common::enc(gate)),
+        &[],
+        "",
+    );
+    assert_eq!(code, 200, "{page}");
+    assert!(page.contains("id=\"open-gate\""), "{page}");
+    let (cookie, token) = csrf_of(&page);
+    let (code, _) = d.http(
+        "POST",
+        "/action/gate",
+        &[FORM, ("Cookie", &cookie)],
+        &form(&[
+            ("csrf", &token),
+            ("q", "misc"),
+            ("gate", gate),
+            ("op", "open"),
+        ]),
+    );
+    assert_eq!(code, 303);
+    assert_eq!(r.map_field(&["ORCA.STATS", "misc"], "gates").len(), 1); // only bad\xff is left
+
+    // 7, 10: actions on a string key or a missing queue: the clean pages
+    for (path, body, status, text) in [
+        (
+            "/action/delete",
+            vec![("q", "notaqueue"), ("key", big.as_str())],
+            400,
+            "is a Redis string, not an Orca queue",
+        ),
+        (
+            "/action/move",
+            vec![("q", "notaqueue"), ("key", big.as_str()), ("to", "front")],
+            400,
+            "is a Redis string, not an Orca queue",
+        ),
+        (
+            "/action/purge",
+            vec![("q", "nope"), ("confirm", "yes")],
+            404,
+            "no queue named",
+        ),
+        (
+            "/action/purge",
+            vec![("q", "notaqueue"), ("confirm", "yes")],
+            400,
+            "is a Redis string",
+        ),
+        (
+            "/action/requeue",
+            vec![("q", "nope"), ("key", big.as_str())],
+            404,
+            "no queue named",
+        ),
+    ] {
+        let mut pairs = vec![("csrf", token.as_str())];
+        pairs.extend(body);
+        let (code, page) = d.http("POST", path, &[FORM, ("Cookie", &cookie)], &form(&pairs));
+        assert_eq!(code, status, "{path}: {page}");
+        assert!(page.contains(text), "{path}: {page}");
+        assert!(!page.contains("None"), "{path}: {page}");
+    }
+    assert_eq!(r.int(&["EXISTS", "nope"]), 0);
+}

@@ -354,14 +354,18 @@ impl Orca {
         }
     }
 
-    /// `ORCA.RESULT <q> <key>`: the kept result, if any.
-    pub async fn result(&self, queue: &str, key: &str) -> OrcaResult<Option<String>> {
-        match self
-            .run(redis::cmd("ORCA.RESULT").arg(queue).arg(key))
-            .await?
-        {
-            Val::Nil => Ok(None),
-            v => Ok(Some(v.to_text())),
+    /// `ORCA.RESULT <q> <key>`: the kept result, if any, as its bytes (a
+    /// result is any string a worker sent, binary too).
+    pub async fn result(&self, queue: &str, key: &str) -> OrcaResult<Option<Vec<u8>>> {
+        let v: redis::Value = self
+            .query(redis::cmd("ORCA.RESULT").arg(queue).arg(key), true)
+            .await?;
+        match v {
+            redis::Value::Nil => Ok(None),
+            redis::Value::BulkString(b) => Ok(Some(b)),
+            redis::Value::SimpleString(s) => Ok(Some(s.into_bytes())),
+            redis::Value::VerbatimString { text, .. } => Ok(Some(text.into_bytes())),
+            other => Err(OrcaError::Protocol(format!("ORCA.RESULT: {other:?}"))),
         }
     }
 

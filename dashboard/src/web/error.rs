@@ -80,7 +80,7 @@ impl IntoResponse for AppError {
             message: self.message(),
         };
         match page.render() {
-            Ok(html) => (status, Html(html)).into_response(),
+            Ok(html) => (status, Html(super::layout::no_nul(html))).into_response(),
             Err(_) => (status, self.message()).into_response(),
         }
     }

@@ -163,9 +163,18 @@ impl Ctx {
     /// Render a page and set this browser's CSRF cookie with it.
     pub fn render<T: Template>(self, page: &T) -> Response {
         match page.render() {
-            Ok(html) => (self.csrf, Html(html)).into_response(),
+            Ok(html) => (self.csrf, Html(no_nul(html))).into_response(),
             Err(e) => AppError::Internal(format!("template: {e}")).into_response(),
         }
+    }
+}
+
+/// A NUL (which HTML may not hold) from anything shown, as U+FFFD.
+pub fn no_nul(html: String) -> String {
+    if html.contains('\0') {
+        html.replace('\0', "\u{fffd}")
+    } else {
+        html
     }
 }
 
