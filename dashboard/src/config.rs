@@ -43,6 +43,19 @@ pub struct Args {
     /// (it pages on from there).
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=100_000))]
     pub scan_window: u64,
+
+    /// Another host name (or address) browsers may use to reach the
+    /// dashboard, as `name` (any port) or `name:port`; repeatable (the env
+    /// var takes a comma-separated list). Requests naming any other host
+    /// are refused (DNS rebinding). The listen address, localhost,
+    /// 127.0.0.1 and [::1] on the listen port are always allowed.
+    #[arg(
+        long = "allowed-host",
+        value_name = "NAME",
+        env = "ORCA_DASHBOARD_ALLOWED_HOST",
+        value_delimiter = ','
+    )]
+    pub allowed_host: Vec<String>,
 }
 
 pub const MIN_TOKEN_LEN: usize = 16;
@@ -57,6 +70,8 @@ pub struct Settings {
     pub sample_interval: Duration,
     pub stats_ttl: Duration,
     pub scan_window: u64,
+    /// The `--allowed-host` names, checked and lowercased.
+    pub allowed_hosts: Vec<crate::web::hosts::HostPattern>,
 }
 
 impl Args {
@@ -73,6 +88,16 @@ impl Args {
             .ok_or_else(|| format!("--listen {}: no address", self.listen))?;
         let token = self.token.filter(|t| !t.is_empty());
         if let Some(t) = &token {
+            if t.trim().is_empty() {
+                return Err("--token is only whitespace: choose a real secret \
+                            (at least 16 characters)"
+                    .to_string());
+            }
+            if t.trim() != t {
+                return Err("--token starts or ends with whitespace, which an \
+                            `Authorization: Bearer` header cannot carry: remove it"
+                    .to_string());
+            }
             if t.chars().count() < MIN_TOKEN_LEN {
                 return Err(format!(
                     "--token must be at least {MIN_TOKEN_LEN} characters (got {})",
@@ -87,7 +112,15 @@ impl Args {
                  Listen on 127.0.0.1, or set a token."
             ));
         }
+        let allowed_hosts = self
+            .allowed_host
+            .iter()
+            .map(|h| {
+                crate::web::hosts::HostPattern::parse(h).map_err(|e| format!("--allowed-host {e}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Settings {
+            allowed_hosts,
             redis: self.redis,
             listen,
             token,
@@ -136,5 +169,53 @@ mod tests {
         let e = args("0.0.0.0:8090", Some("short")).check().unwrap_err();
         assert!(e.contains("at least 16"), "{e}");
         assert!(args("not an address", None).check().is_err());
+    }
+
+    #[test]
+    fn tokens_of_whitespace_are_refused() {
+        let e = args("127.0.0.1:8090", Some(&" ".repeat(20)))
+            .check()
+            .unwrap_err();
+        assert!(e.contains("only whitespace"), "{e}");
+        let e = args("127.0.0.1:8090", Some("\t\n\t\n\t\n\t\n\t\n\t\n\t\n\t\n"))
+            .check()
+            .unwrap_err();
+        assert!(e.contains("only whitespace"), "{e}");
+        let e = args("127.0.0.1:8090", Some(" 0123456789abcdef"))
+            .check()
+            .unwrap_err();
+        assert!(e.contains("whitespace"), "{e}");
+        // inner spaces are fine
+        assert!(args("127.0.0.1:8090", Some("correct horse battery"))
+            .check()
+            .is_ok());
+    }
+
+    #[test]
+    fn allowed_hosts_are_checked() {
+        let a = Args::try_parse_from([
+            "orca-dashboard",
+            "--allowed-host",
+            "Dash.Example.com",
+            "--allowed-host",
+            "[::1]:9000",
+        ])
+        .unwrap()
+        .check()
+        .unwrap();
+        assert_eq!(a.allowed_hosts.len(), 2);
+        // the env var takes a comma-separated list (this test alone sets it)
+        std::env::set_var("ORCA_DASHBOARD_ALLOWED_HOST", "a.example,b.example:81");
+        let a = Args::try_parse_from(["orca-dashboard"]).unwrap();
+        std::env::remove_var("ORCA_DASHBOARD_ALLOWED_HOST");
+        assert_eq!(a.allowed_host, ["a.example", "b.example:81"]);
+        assert_eq!(a.check().unwrap().allowed_hosts.len(), 2);
+        for bad in ["", "http://x", "a/b", "a b", "x:notaport", "[::1"] {
+            let e = Args::try_parse_from(["orca-dashboard", "--allowed-host", bad])
+                .unwrap()
+                .check()
+                .unwrap_err();
+            assert!(e.contains("--allowed-host"), "{bad}: {e}");
+        }
     }
 }

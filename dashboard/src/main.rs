@@ -30,6 +30,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_target(false)
+        // stderr, as documented (fmt's default writer is stdout)
+        .with_writer(std::io::stderr)
         // colours only on a terminal: the log is also the record of dropped gates
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
@@ -69,6 +71,7 @@ async fn serve(s: config::Settings, orca: Arc<Orca>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let listen = listener.local_addr().unwrap_or(s.listen);
     let history = History::default();
     tokio::spawn(history.clone().run(orca.clone(), s.sample_interval));
     let app = web::App::new(
@@ -76,6 +79,7 @@ async fn serve(s: config::Settings, orca: Arc<Orca>) -> ExitCode {
         history,
         web::Options {
             token: s.token.clone(),
+            hosts: web::hosts::AllowedHosts::new(listen, s.allowed_hosts.clone()),
             read_only: s.read_only,
             scan_window: s.scan_window,
             sample_interval: s.sample_interval,
@@ -84,7 +88,7 @@ async fn serve(s: config::Settings, orca: Arc<Orca>) -> ExitCode {
     );
     tracing::info!(
         "orca-dashboard on http://{} (Redis {}{}{})",
-        listener.local_addr().unwrap_or(s.listen),
+        listen,
         orca.display_url,
         if s.read_only { ", read-only" } else { "" },
         if s.token.is_some() {

@@ -93,12 +93,15 @@ impl History {
         g.error = None;
     }
 
-    /// One round: scan, then sample every queue found.
-    pub async fn sample_once(&self, orca: &Orca) {
-        if let Err(e) = self.try_sample(orca).await {
+    /// One round: scan, then sample every queue found. The error is also
+    /// kept for the overview.
+    pub async fn sample_once(&self, orca: &Orca) -> Result<(), crate::orca::OrcaError> {
+        let r = self.try_sample(orca).await;
+        if let Err(e) = &r {
             tracing::warn!("sampling failed: {e}");
             self.fail(e.to_string());
         }
+        r
     }
 
     async fn try_sample(&self, orca: &Orca) -> Result<(), crate::orca::OrcaError> {
@@ -125,7 +128,7 @@ impl History {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            self.sample_once(&orca).await;
+            let _ = self.sample_once(&orca).await;
         }
     }
 }

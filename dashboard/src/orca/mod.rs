@@ -10,7 +10,7 @@ pub mod job;
 mod policy;
 pub mod value;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, Cmd, ErrorKind, ProtocolVersion, RedisError};
@@ -19,6 +19,36 @@ use tokio::sync::Mutex;
 pub use job::{looks_like_orca_key, metadata_matches, orca_key, Job};
 pub use policy::JobState;
 pub use value::{Fields, Val};
+
+/// How long connecting to Redis (and its handshake) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one reply may take (`ORCA.STATS` of a million jobs took up to
+/// 3 s on a busy machine).
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Did a command fail before it was sent? The connection manager fails
+/// every command awaiting a connection that could not be made with
+/// "Reconnecting failed" (and starts a new attempt).
+fn not_sent(e: &RedisError) -> bool {
+    e.is_connection_refusal() || e.to_string().contains("Reconnecting failed")
+}
+
+/// Is a failed command worth sending once more on a fresh connection?
+fn retry(e: &RedisError, read: bool) -> bool {
+    not_sent(e) || (read && e.is_connection_dropped())
+}
+
+/// How long a learned maximum LIMIT is trusted.
+const LIMIT_MEMORY: Duration = Duration::from_secs(600);
+
+/// The maximum in the module's refusal of a LIMIT (`LIMIT must be between
+/// 0 and N`, src/redis/args.rs).
+fn refused_limit(message: &str) -> Option<u64> {
+    const TEXT: &str = "LIMIT must be between 0 and ";
+    let rest = &message[message.find(TEXT)? + TEXT.len()..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
 
 /// The Redis type name the module registers (docs/commands.md, "Key operations").
 pub const QUEUE_TYPE: &str = "orcaqueue";
@@ -84,6 +114,9 @@ pub struct Orca {
     client: Client,
     config: ConnectionManagerConfig,
     conn: Mutex<Option<ConnectionManager>>,
+    /// The largest `LIMIT` the server takes (`orca.max-pop-count`), once a
+    /// listing was refused for it, and when that was learned.
+    max_limit: std::sync::Mutex<Option<(u64, Instant)>>,
     /// The URL without its password, for pages and logs.
     pub display_url: String,
 }
@@ -96,14 +129,19 @@ impl Orca {
         info.redis.protocol = ProtocolVersion::RESP3;
         let display_url = redact_url(url);
         let client = Client::open(info).map_err(|e| format!("bad --redis URL: {e}"))?;
+        // Fail fast: a page waits at most a few seconds for a Redis that is
+        // down or frozen (pages stop at the first failure). No reconnection
+        // retries with back-off (up to seconds) inside the manager: `query`
+        // retries once itself.
         let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Duration::from_secs(3))
-            .set_response_timeout(Duration::from_secs(10))
-            .set_number_of_retries(1);
+            .set_connection_timeout(CONNECT_TIMEOUT)
+            .set_response_timeout(RESPONSE_TIMEOUT)
+            .set_number_of_retries(0);
         Ok(Orca {
             client,
             config,
             conn: Mutex::new(None),
+            max_limit: std::sync::Mutex::new(None),
             display_url,
         })
     }
@@ -120,10 +158,84 @@ impl Orca {
         Ok(c)
     }
 
-    async fn run(&self, cmd: &Cmd) -> OrcaResult<Val> {
+    /// Send a command. A connection lost since the last call (Redis
+    /// restarted, say) fails the first command sent on it without sending
+    /// it: that is retried once, on the fresh connection the manager then
+    /// makes. So is a read whose connection dropped while it was under way
+    /// (reads may run twice; actions never are).
+    async fn query<T: redis::FromRedisValue>(&self, cmd: &Cmd, read: bool) -> OrcaResult<T> {
         let mut c = self.conn().await?;
-        let v: redis::Value = cmd.query_async(&mut c).await?;
+        match cmd.query_async(&mut c).await {
+            Err(e) if retry(&e, read) => {
+                tracing::debug!("retrying on a fresh connection after: {e}");
+                let mut c = self.conn().await?;
+                Ok(cmd.query_async(&mut c).await?)
+            }
+            other => Ok(other?),
+        }
+    }
+
+    /// A pipeline of reads, as `query`.
+    async fn query_pipe<T: redis::FromRedisValue>(&self, pipe: &redis::Pipeline) -> OrcaResult<T> {
+        let mut c = self.conn().await?;
+        match pipe.query_async(&mut c).await {
+            Err(e) if retry(&e, true) => {
+                tracing::debug!("retrying on a fresh connection after: {e}");
+                let mut c = self.conn().await?;
+                Ok(pipe.query_async(&mut c).await?)
+            }
+            other => Ok(other?),
+        }
+    }
+
+    /// A read command (may be sent twice, see `query`).
+    async fn run(&self, cmd: &Cmd) -> OrcaResult<Val> {
+        let v: redis::Value = self.query(cmd, true).await?;
         Ok(Val::from_redis(v))
+    }
+
+    /// An action: sent twice only if the first was never sent.
+    async fn act(&self, cmd: &Cmd) -> OrcaResult<Val> {
+        let v: redis::Value = self.query(cmd, false).await?;
+        Ok(Val::from_redis(v))
+    }
+
+    /// The largest `LIMIT` of a listing the server takes, if known: learned
+    /// from its refusal (`LIMIT must be between 0 and N`), since the
+    /// dashboard's Redis user may not read `CONFIG`. Forgotten after
+    /// `LIMIT_MEMORY`, so a raised `orca.max-pop-count` is noticed.
+    pub fn max_limit(&self) -> Option<u64> {
+        let g = self.max_limit.lock().unwrap_or_else(|e| e.into_inner());
+        g.filter(|(_, at)| at.elapsed() < LIMIT_MEMORY)
+            .map(|(n, _)| n)
+    }
+
+    /// A listing (`build(limit)` is the command), with its LIMIT kept
+    /// within the server's: clamped to the known maximum, and, refused for
+    /// it, learned and sent once more. So it may return fewer than `limit`
+    /// jobs even where more exist: callers compare with `max_limit()`.
+    async fn run_listing(
+        &self,
+        limit: u64,
+        build: impl Fn(u64) -> Cmd,
+        what: &str,
+    ) -> OrcaResult<Vec<Job>> {
+        let sent = limit.min(self.max_limit().unwrap_or(u64::MAX));
+        match self.run_jobs(&build(sent), what).await {
+            Err(OrcaError::Refused(m)) => match refused_limit(&m) {
+                Some(n) => {
+                    *self.max_limit.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some((n, Instant::now()));
+                    if sent > n {
+                        self.run_jobs(&build(n), what).await
+                    } else {
+                        Err(OrcaError::Refused(m))
+                    }
+                }
+                None => Err(OrcaError::Refused(m)),
+            },
+            other => other,
+        }
     }
 
     async fn run_fields(&self, cmd: &Cmd, what: &str) -> OrcaResult<Fields> {
@@ -160,19 +272,17 @@ impl Orca {
     /// (COUNT 1000 per call), stopping at `max` names. Names that are not
     /// UTF-8 are counted but not returned (they cannot be linked).
     pub async fn scan_queues(&self, max: usize) -> OrcaResult<(Vec<String>, usize)> {
-        let mut c = self.conn().await?;
         let mut cursor: u64 = 0;
         let mut names = Vec::new();
         let mut skipped = 0;
         loop {
-            let (next, batch): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-                .arg(cursor)
+            let mut cmd = redis::cmd("SCAN");
+            cmd.arg(cursor)
                 .arg("COUNT")
                 .arg(1000)
                 .arg("TYPE")
-                .arg(QUEUE_TYPE)
-                .query_async(&mut c)
-                .await?;
+                .arg(QUEUE_TYPE);
+            let (next, batch): (u64, Vec<Vec<u8>>) = self.query(&cmd, true).await?;
             for b in batch {
                 match String::from_utf8(b) {
                     Ok(s) => names.push(s),
@@ -216,16 +326,19 @@ impl Orca {
         limit: u64,
         filter: Option<(&str, &str)>,
     ) -> OrcaResult<Vec<Job>> {
-        let mut cmd = redis::cmd("ORCA.LIST");
-        cmd.arg(queue)
-            .arg("OFFSET")
-            .arg(offset)
-            .arg("LIMIT")
-            .arg(limit);
-        if let Some((f, v)) = filter {
-            cmd.arg("FILTER").arg(f).arg(v);
-        }
-        self.run_jobs(&cmd, "ORCA.LIST").await
+        let build = |limit: u64| {
+            let mut cmd = redis::cmd("ORCA.LIST");
+            cmd.arg(queue)
+                .arg("OFFSET")
+                .arg(offset)
+                .arg("LIMIT")
+                .arg(limit);
+            if let Some((f, v)) = filter {
+                cmd.arg("FILTER").arg(f).arg(v);
+            }
+            cmd
+        };
+        self.run_listing(limit, build, "ORCA.LIST").await
     }
 
     /// `ORCA.STATUS <q> <key>`: None if the key is in no state.
@@ -241,14 +354,18 @@ impl Orca {
         }
     }
 
-    /// `ORCA.RESULT <q> <key>`: the kept result, if any.
-    pub async fn result(&self, queue: &str, key: &str) -> OrcaResult<Option<String>> {
-        match self
-            .run(redis::cmd("ORCA.RESULT").arg(queue).arg(key))
-            .await?
-        {
-            Val::Nil => Ok(None),
-            v => Ok(Some(v.to_text())),
+    /// `ORCA.RESULT <q> <key>`: the kept result, if any, as its bytes (a
+    /// result is any string a worker sent, binary too).
+    pub async fn result(&self, queue: &str, key: &str) -> OrcaResult<Option<Vec<u8>>> {
+        let v: redis::Value = self
+            .query(redis::cmd("ORCA.RESULT").arg(queue).arg(key), true)
+            .await?;
+        match v {
+            redis::Value::Nil => Ok(None),
+            redis::Value::BulkString(b) => Ok(Some(b)),
+            redis::Value::SimpleString(s) => Ok(Some(s.into_bytes())),
+            redis::Value::VerbatimString { text, .. } => Ok(Some(text.into_bytes())),
+            other => Err(OrcaError::Protocol(format!("ORCA.RESULT: {other:?}"))),
         }
     }
 
@@ -290,17 +407,19 @@ impl Orca {
             MoveTo::Front => "RELEASE",
             MoveTo::Back => "DELAY",
         };
-        self.run_fields(
-            redis::cmd("ORCA.MOVE").arg(queue).arg(key).arg(how),
-            "ORCA.MOVE",
-        )
-        .await
+        match self
+            .act(redis::cmd("ORCA.MOVE").arg(queue).arg(key).arg(how))
+            .await?
+        {
+            Val::Map(f) => Ok(f),
+            other => Err(OrcaError::Protocol(format!("ORCA.MOVE: {other:?}"))),
+        }
     }
 
     /// `ORCA.DELETE <q> <key>`: true if anything was removed.
     pub async fn delete(&self, queue: &str, key: &str) -> OrcaResult<bool> {
         Ok(self
-            .run(redis::cmd("ORCA.DELETE").arg(queue).arg(key))
+            .act(redis::cmd("ORCA.DELETE").arg(queue).arg(key))
             .await?
             .as_int()
             == Some(1))
@@ -308,14 +427,14 @@ impl Orca {
 
     /// `ORCA.DEAD <q> REQUEUE <key>`.
     pub async fn dead_requeue(&self, queue: &str, key: &str) -> OrcaResult<()> {
-        self.run(redis::cmd("ORCA.DEAD").arg(queue).arg("REQUEUE").arg(key))
+        self.act(redis::cmd("ORCA.DEAD").arg(queue).arg("REQUEUE").arg(key))
             .await
             .map(|_| ())
     }
 
     /// `ORCA.DEAD <q> PURGE`: how many dead letters were forgotten.
     pub async fn dead_purge(&self, queue: &str) -> OrcaResult<i64> {
-        self.run(redis::cmd("ORCA.DEAD").arg(queue).arg("PURGE"))
+        self.act(redis::cmd("ORCA.DEAD").arg(queue).arg("PURGE"))
             .await?
             .as_int()
             .ok_or_else(|| OrcaError::Protocol("ORCA.DEAD PURGE".into()))
@@ -332,8 +451,7 @@ impl Orca {
             pipe.cmd("ORCA.LEN").arg(q);
             pipe.cmd("ORCA.LIST").arg(q).arg("LIMIT").arg(1);
         }
-        let mut c = self.conn().await?;
-        let replies: Vec<redis::Value> = pipe.query_async(&mut c).await?;
+        let replies: Vec<redis::Value> = self.query_pipe(&pipe).await?;
         let mut out = Vec::with_capacity(queues.len());
         let mut it = replies.into_iter().map(Val::from_redis);
         while let (Some(len), Some(list)) = (it.next(), it.next()) {
@@ -347,32 +465,57 @@ impl Orca {
     }
 }
 
-/// `redis://user:secret@host/` -> `redis://user:***@host/`.
-fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_string();
+/// The `--redis` URL for pages and logs: every password the redis crate
+/// would read replaced by `***` (the user info's password, and the `pass`
+/// and `password` query parameters, however their names are
+/// percent-encoded). A URL that does not parse is not shown at all.
+fn redact_url(raw: &str) -> String {
+    const HIDDEN: &str = "***";
+    let Ok(mut u) = url::Url::parse(raw) else {
+        return "(the --redis URL, which does not parse)".to_string();
     };
-    let rest = &url[scheme_end + 3..];
-    let host_start = rest.find('/').unwrap_or(rest.len());
-    match rest[..host_start].rfind('@') {
-        Some(at) => {
-            let userinfo = &rest[..at];
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!(
-                "{}://{}{}{}",
-                &url[..scheme_end],
-                user,
-                if userinfo.contains(':') { ":***" } else { "" },
-                &rest[at..]
-            )
-        }
-        None => url.to_string(),
+    if u.password().is_some() {
+        // cannot fail: the URL has a password, so it has user info
+        let _ = u.set_password(Some(HIDDEN));
     }
+    if u.query().is_some() {
+        let pairs: Vec<(String, String)> = u
+            .query_pairs()
+            .map(|(k, v)| {
+                let secret = matches!(k.to_ascii_lowercase().as_str(), "pass" | "password");
+                (
+                    k.into_owned(),
+                    if secret {
+                        HIDDEN.to_string()
+                    } else {
+                        v.into_owned()
+                    },
+                )
+            })
+            .collect();
+        u.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    // nothing the redis crate reads as a password is left
+    debug_assert!(u
+        .query_pairs()
+        .all(|(k, v)| !matches!(&*k, "pass" | "password") || v == HIDDEN));
+    u.to_string()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn limits_are_read_from_the_refusal() {
+        assert_eq!(refused_limit("LIMIT must be between 0 and 100"), Some(100));
+        assert_eq!(
+            refused_limit("ERR LIMIT must be between 0 and 1000000"),
+            Some(1_000_000)
+        );
+        assert_eq!(refused_limit("COUNT must be between 1 and 100"), None);
+        assert_eq!(refused_limit("LIMIT must be between 0 and "), None);
+    }
 
     #[test]
     fn passwords_are_redacted() {
@@ -388,5 +531,39 @@ mod tests {
             redact_url("redis://127.0.0.1:6379"),
             "redis://127.0.0.1:6379"
         );
+        // every form the redis crate reads a password from
+        for (url, shown) in [
+            (
+                "redis+unix:///tmp/s.sock?pass=SECRET&user=bob",
+                "redis+unix:///tmp/s.sock?pass=***&user=bob",
+            ),
+            (
+                "unix:///tmp/s.sock?user=bob&p%61ss=SECRET&db=2",
+                "unix:///tmp/s.sock?user=bob&pass=***&db=2",
+            ),
+            (
+                "redis://127.0.0.1:6379/?password=SECRET&protocol=resp3",
+                "redis://127.0.0.1:6379/?password=***&protocol=resp3",
+            ),
+            (
+                "redis://bob:SECRET@127.0.0.1/?pass=SECRET&pass=SECRET2",
+                "redis://bob:***@127.0.0.1/?pass=***&pass=***",
+            ),
+            (
+                "redis://:S%40CRET@127.0.0.1:6379",
+                "redis://:***@127.0.0.1:6379",
+            ),
+            ("redis://b%40b:SECRET@host", "redis://b%40b:***@host"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+            // and the redis crate reads the same password from it
+            if let Ok(info) = url.parse::<redis::ConnectionInfo>() {
+                if let Some(pw) = info.redis.password {
+                    assert!(!redact_url(url).contains(&pw), "{url}");
+                }
+            }
+        }
+        let hidden = redact_url("not a url SECRET");
+        assert!(!hidden.contains("SECRET"), "{hidden}");
     }
 }

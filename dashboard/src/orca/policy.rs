@@ -79,19 +79,22 @@ impl Orca {
         offset: u64,
         limit: u64,
     ) -> OrcaResult<Vec<Job>> {
-        let mut cmd = redis::cmd("ORCA.LIST");
-        cmd.arg(queue).arg("STATE").arg(state.arg());
-        if let Some(g) = gate {
-            cmd.arg("GATE").arg(g);
-        }
-        cmd.arg("OFFSET").arg(offset).arg("LIMIT").arg(limit);
-        self.run_jobs(&cmd, "ORCA.LIST STATE").await
+        let build = |limit: u64| {
+            let mut cmd = redis::cmd("ORCA.LIST");
+            cmd.arg(queue).arg("STATE").arg(state.arg());
+            if let Some(g) = gate {
+                cmd.arg("GATE").arg(g);
+            }
+            cmd.arg("OFFSET").arg(offset).arg("LIMIT").arg(limit);
+            cmd
+        };
+        self.run_listing(limit, build, "ORCA.LIST STATE").await
     }
 
     /// `ORCA.GATE <q> <g> CLOSE`: true if the gate was open.
     pub async fn gate_close(&self, queue: &str, gate: &str) -> OrcaResult<bool> {
         let v = self
-            .run(redis::cmd("ORCA.GATE").arg(queue).arg(gate).arg("CLOSE"))
+            .act(redis::cmd("ORCA.GATE").arg(queue).arg(gate).arg("CLOSE"))
             .await?;
         v.as_int()
             .map(|n| n == 1)
@@ -101,7 +104,7 @@ impl Orca {
     /// `ORCA.GATE <q> <g> OPEN`: how many held jobs entered the queue.
     pub async fn gate_open(&self, queue: &str, gate: &str) -> OrcaResult<i64> {
         let v = self
-            .run(redis::cmd("ORCA.GATE").arg(queue).arg(gate).arg("OPEN"))
+            .act(redis::cmd("ORCA.GATE").arg(queue).arg(gate).arg("OPEN"))
             .await?;
         v.as_int()
             .ok_or_else(|| OrcaError::Protocol(format!("ORCA.GATE OPEN: {v:?}")))
@@ -110,13 +113,9 @@ impl Orca {
     /// `ORCA.GATE <q> <g> DROP`: the configs of the removed jobs, as given,
     /// in arrival order.
     pub async fn gate_drop(&self, queue: &str, gate: &str) -> OrcaResult<Vec<String>> {
-        let mut c = self.conn().await?;
-        let v: redis::Value = redis::cmd("ORCA.GATE")
-            .arg(queue)
-            .arg(gate)
-            .arg("DROP")
-            .query_async(&mut c)
-            .await?;
+        let mut cmd = redis::cmd("ORCA.GATE");
+        cmd.arg(queue).arg(gate).arg("DROP");
+        let v: redis::Value = self.query(&cmd, false).await?;
         let items = match v {
             redis::Value::Array(a) | redis::Value::Set(a) => a,
             redis::Value::Nil => Vec::new(),
@@ -149,7 +148,10 @@ impl Orca {
         for o in options {
             cmd.arg(o);
         }
-        self.run_fields(&cmd, "ORCA.SETTINGS").await
+        match self.act(&cmd).await? {
+            Val::Map(f) => Ok(f),
+            other => Err(OrcaError::Protocol(format!("ORCA.SETTINGS: {other:?}"))),
+        }
     }
 
     /// For each orca key, whether it is a queued job waiting only because
@@ -163,8 +165,7 @@ impl Orca {
         for k in keys {
             pipe.cmd("ORCA.STATUS").arg(queue).arg(k);
         }
-        let mut c = self.conn().await?;
-        let replies: Vec<redis::Value> = pipe.query_async(&mut c).await?;
+        let replies: Vec<redis::Value> = self.query_pipe(&pipe).await?;
         Ok(replies
             .into_iter()
             .map(|r| match Val::from_redis(r) {

@@ -18,8 +18,10 @@ pub enum Val {
 }
 
 /// A map reply, in the order the server sent it (the module sorts fields).
+/// Keys that are not UTF-8 are decoded lossily; their indices are kept (a
+/// valid key may hold U+FFFD itself, so the text cannot tell).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Fields(pub Vec<(String, Val)>);
+pub struct Fields(pub Vec<(String, Val)>, pub Vec<usize>);
 
 impl Val {
     pub fn from_redis(v: Value) -> Val {
@@ -36,11 +38,16 @@ impl Val {
             Value::Array(a) | Value::Set(a) => {
                 Val::Array(a.into_iter().map(Val::from_redis).collect())
             }
-            Value::Map(m) => Val::Map(Fields(
-                m.into_iter()
-                    .map(|(k, v)| (Val::from_redis(k).to_text(), Val::from_redis(v)))
-                    .collect(),
-            )),
+            Value::Map(m) => {
+                let mut f = Fields::default();
+                for (i, (k, v)) in m.into_iter().enumerate() {
+                    if matches!(&k, Value::BulkString(b) if std::str::from_utf8(b).is_err()) {
+                        f.1.push(i);
+                    }
+                    f.0.push((Val::from_redis(k).to_text(), Val::from_redis(v)));
+                }
+                Val::Map(f)
+            }
             Value::Attribute { data, .. } => Val::from_redis(*data),
             Value::Push { data, .. } => Val::Array(data.into_iter().map(Val::from_redis).collect()),
             Value::ServerError(e) => Val::Str(format!("error: {e:?}")),
@@ -97,6 +104,15 @@ impl Val {
 }
 
 impl Fields {
+    pub fn new(entries: Vec<(String, Val)>) -> Fields {
+        Fields(entries, Vec::new())
+    }
+
+    /// Was the `i`th key UTF-8 as sent (not decoded lossily)?
+    pub fn key_is_utf8(&self, i: usize) -> bool {
+        !self.1.contains(&i)
+    }
+
     pub fn get(&self, name: &str) -> Option<&Val> {
         self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v)
     }
@@ -137,6 +153,20 @@ mod tests {
         assert_eq!(f.map("wait_all").unwrap().get("max"), Some(&Val::Nil));
         assert_eq!(f.get("leases"), Some(&Val::Array(vec![Val::Int(3)])));
         assert_eq!(f.int("missing"), None);
+    }
+
+    #[test]
+    fn keys_remember_whether_they_were_utf8() {
+        let v = Value::Map(vec![
+            (
+                Value::BulkString(b"rep\xef\xbf\xbd".to_vec()),
+                Value::Int(1),
+            ),
+            (Value::BulkString(b"rep\xff".to_vec()), Value::Int(2)),
+        ]);
+        let f = Val::from_redis(v).into_fields().unwrap();
+        assert_eq!(f.0[0].0, f.0[1].0); // the same text...
+        assert!(f.key_is_utf8(0) && !f.key_is_utf8(1)); // ...but not the same key
     }
 
     #[test]

@@ -1,12 +1,15 @@
 //! The actions. Each is a POST carrying the page's CSRF token, and each is
 //! exactly one module command, so it is atomic on the server; then the
 //! browser is sent back (303) to the page it came from, with a notice.
+//! A name that is not an Orca queue is refused first (`TYPE`, O(1)) with
+//! the page every other page gives.
 
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::error::{AppError, AppResult};
 use super::extract::Form;
+use super::head::check_queue;
 use super::layout::{local_path, queue_href, tab_href, with_notice, Ctx};
 use crate::orca::MoveTo;
 
@@ -56,6 +59,7 @@ pub async fn move_job(ctx: Ctx, Form(f): Form<JobForm>) -> AppResult<Response> {
             ))
         }
     };
+    check_queue(&ctx.app, &f.q).await?;
     ctx.app.orca.move_job(&f.q, &f.key, to).await?;
     ctx.app.stats.invalidate(&f.q);
     Ok(done(f.back.as_deref(), queue_href(&f.q), code, None))
@@ -65,6 +69,7 @@ pub async fn move_job(ctx: Ctx, Form(f): Form<JobForm>) -> AppResult<Response> {
 pub async fn delete(ctx: Ctx, Form(f): Form<JobForm>) -> AppResult<Response> {
     check_csrf(&ctx, &f.csrf)?;
     check_key(&f.key)?;
+    check_queue(&ctx.app, &f.q).await?;
     let removed = ctx.app.orca.delete(&f.q, &f.key).await?;
     ctx.app.stats.invalidate(&f.q);
     let code = if removed { "deleted" } else { "gone" };
@@ -75,6 +80,7 @@ pub async fn delete(ctx: Ctx, Form(f): Form<JobForm>) -> AppResult<Response> {
 pub async fn requeue(ctx: Ctx, Form(f): Form<JobForm>) -> AppResult<Response> {
     check_csrf(&ctx, &f.csrf)?;
     check_key(&f.key)?;
+    check_queue(&ctx.app, &f.q).await?;
     ctx.app.orca.dead_requeue(&f.q, &f.key).await?;
     ctx.app.stats.invalidate(&f.q);
     Ok(done(
@@ -101,6 +107,9 @@ pub async fn purge(ctx: Ctx, Form(f): Form<PurgeForm>) -> AppResult<Response> {
                 .into(),
         ));
     }
+    // a missing queue (or another type) gets the page the others get, not
+    // "purged 0" and then a 404
+    check_queue(&ctx.app, &f.q).await?;
     let n = ctx.app.orca.dead_purge(&f.q).await?;
     ctx.app.stats.invalidate(&f.q);
     Ok(done(None, tab_href("dead", &f.q), "purged", Some(n)))

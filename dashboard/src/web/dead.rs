@@ -11,7 +11,7 @@ use super::error::AppResult;
 use super::extract::{Paging, Query};
 use super::head::{queue_head, queue_name, QueueHead};
 use super::layout::{enc, queue_crumbs, Ctx, Layout};
-use super::pager::Pager;
+use super::pager::{limit_note, paged, Pager};
 use super::rows::JobRow;
 use crate::format;
 use crate::orca::{JobState, OrcaError};
@@ -63,16 +63,20 @@ pub async fn page(ctx: Ctx, Query(q): Query<DeadQuery>) -> AppResult<Response> {
             format!("{max}, {ttl}")
         })
         .unwrap_or_default();
-    let listed = app
-        .orca
-        .list_state(&name, JobState::Dead, None, paging.offset(), paging.per)
-        .await;
-    let (rows, unreadable) = match listed {
-        Ok(jobs) => (
+    let asked = paging;
+    let listed = paged(&app, asked, |p| {
+        app.orca
+            .list_state(&name, JobState::Dead, None, p.offset(), p.per)
+    })
+    .await;
+    let (paging, rows, unreadable) = match listed {
+        Ok((p, jobs)) => (
+            p,
             jobs.iter().map(|j| JobRow::new(&name, j, h.now)).collect(),
             None,
         ),
         Err(OrcaError::NoPerm(m)) => (
+            asked,
             Vec::new(),
             Some(format!(
                 "This Redis user may not read dead letters ({m}): it needs ORCA.LIST."
@@ -83,7 +87,10 @@ pub async fn page(ctx: Ctx, Query(q): Query<DeadQuery>) -> AppResult<Response> {
     let base = format!("/queue/dead?q={}&", enc(&name));
     let back = format!("{base}page={}&per={}", paging.page, paging.per);
     let page = DeadPage {
-        l: ctx.layout(format!("{name} · dead letters"), queue_crumbs(&name)),
+        l: Layout {
+            warning: limit_note(asked, paging),
+            ..ctx.layout(format!("{name} · dead letters"), queue_crumbs(&name))
+        },
         pager: Pager::new(&base, paging, total, rows.len() as u64, true),
         h,
         rows,

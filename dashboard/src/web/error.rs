@@ -13,6 +13,10 @@ pub enum AppError {
     NotFound(String),
     Unauthorized(String),
     Forbidden(String),
+    /// The request names a host this dashboard does not answer to.
+    MisdirectedHost(String),
+    /// The body is over the size limit.
+    TooLarge(String),
     Orca(OrcaError),
     Internal(String),
 }
@@ -30,6 +34,8 @@ impl AppError {
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
             AppError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             AppError::Forbidden(_) => StatusCode::FORBIDDEN,
+            AppError::MisdirectedHost(_) => StatusCode::MISDIRECTED_REQUEST,
+            AppError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::Orca(OrcaError::Unavailable(_)) => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Orca(OrcaError::NoPerm(_)) => StatusCode::FORBIDDEN,
             AppError::Orca(OrcaError::Refused(_)) => StatusCode::CONFLICT,
@@ -44,6 +50,8 @@ impl AppError {
             | AppError::NotFound(m)
             | AppError::Unauthorized(m)
             | AppError::Forbidden(m)
+            | AppError::MisdirectedHost(m)
+            | AppError::TooLarge(m)
             | AppError::Internal(m) => m.clone(),
             AppError::Orca(e) => e.to_string(),
         }
@@ -72,7 +80,7 @@ impl IntoResponse for AppError {
             message: self.message(),
         };
         match page.render() {
-            Ok(html) => (status, Html(html)).into_response(),
+            Ok(html) => (status, Html(super::layout::no_nul(html))).into_response(),
             Err(_) => (status, self.message()).into_response(),
         }
     }

@@ -31,9 +31,21 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Form<T> {
         axum::extract::Form::<T>::from_request(req, state)
             .await
             .map(|f| Form(f.0))
-            .map_err(|e| AppError::BadRequest(format!("Bad form: {}", e.body_text())))
+            .map_err(|e| {
+                if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                    AppError::TooLarge(format!(
+                        "The form is larger than the dashboard takes ({} KB): nothing was done.",
+                        BODY_LIMIT / 1024
+                    ))
+                } else {
+                    AppError::BadRequest(format!("Bad form: {}", e.body_text()))
+                }
+            })
     }
 }
+
+/// Largest request body taken (forms are small).
+pub const BODY_LIMIT: usize = 256 * 1024;
 
 /// Largest page number accepted (beyond it no queue can have entries).
 pub const MAX_PAGE: u64 = 1 << 40;
@@ -84,6 +96,17 @@ impl Paging {
         (self.page - 1).saturating_mul(self.per)
     }
 
+    /// At most `max` a page, starting at (or just before) the same position.
+    pub fn clamped(self, max: u64) -> Paging {
+        if self.per <= max || max == 0 {
+            return self;
+        }
+        Paging {
+            page: self.offset() / max + 1,
+            per: max,
+        }
+    }
+
     /// Pages needed for `total` entries (at least 1).
     pub fn last_page(&self, total: u64) -> u64 {
         total.div_ceil(self.per).max(1)
@@ -116,5 +139,18 @@ mod tests {
         assert_eq!(p.last_page(101), 3);
         let p = Paging::parse(Some(&MAX_PAGE.to_string()), Some("1000"), 50).unwrap();
         assert_eq!(p.offset(), (MAX_PAGE - 1) * 1000);
+    }
+
+    #[test]
+    fn clamped_pages_start_where_asked() {
+        let p = Paging { page: 3, per: 200 };
+        let c = p.clamped(100);
+        assert_eq!((c.page, c.per, c.offset()), (5, 100, 400));
+        let c = Paging { page: 2, per: 150 }.clamped(100);
+        assert_eq!((c.page, c.per, c.offset()), (2, 100, 100));
+        let c = Paging { page: 7, per: 50 }.clamped(100);
+        assert_eq!((c.page, c.per), (7, 50));
+        let c = Paging { page: 1, per: 1000 }.clamped(1);
+        assert_eq!((c.page, c.per), (1, 1));
     }
 }

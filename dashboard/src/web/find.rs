@@ -46,8 +46,10 @@ pub struct FindQuery {
 
 pub async fn page(ctx: Ctx, Query(q): Query<FindQuery>) -> AppResult<Response> {
     let name = queue_name(q.q)?;
-    let key = q.key.unwrap_or_default().trim().to_string();
-    let url = q.response_url.unwrap_or_default().trim().to_string();
+    // Config keys and response_urls are taken exactly as typed: the orca
+    // key is the hash of their exact bytes (" sp-key " is not "sp-key").
+    let key = q.key.unwrap_or_default();
+    let url = q.response_url.unwrap_or_default();
     let collation = q.collation.unwrap_or_default().trim().to_string();
     let from = number("from", q.from.as_deref(), 1, MAX_PAGE)? - 1;
     if key.len() > 64 * 1024 || url.len() > 64 * 1024 || collation.len() > 64 * 1024 {
@@ -61,8 +63,9 @@ pub async fn page(ctx: Ctx, Query(q): Query<FindQuery>) -> AppResult<Response> {
     // Exact lookups: one ORCA.STATUS (and ORCA.RESULT for finished jobs).
     let exact = if !key.is_empty() && !url.is_empty() {
         Some(orca_key(&key, &url))
-    } else if looks_like_orca_key(&key) && collation.is_empty() {
-        Some(key.clone())
+    } else if looks_like_orca_key(key.trim()) && collation.is_empty() {
+        // an orca key has no spaces: one pasted with some is still found
+        Some(key.trim().to_string())
     } else {
         None
     };

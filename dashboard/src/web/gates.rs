@@ -12,7 +12,7 @@ use super::error::{AppError, AppResult};
 use super::extract::{Paging, Query};
 use super::head::{queue_head, queue_name, QueueHead};
 use super::layout::{enc, gate_href, queue_crumbs, tab_href, Crumb, Ctx, Layout};
-use super::pager::Pager;
+use super::pager::{limit_note, paged, Pager};
 use super::rows::JobRow;
 use crate::format;
 use crate::orca::{Fields, JobState};
@@ -22,12 +22,6 @@ const DEFAULT_PER: u64 = 50;
 /// Longest gate name the dashboard passes on (the module's own limit,
 /// `orca.max-gate-length`, is usually far lower and says so).
 pub const MAX_GATE_BYTES: usize = 64 * 1024;
-
-/// Gate names are binary-safe; one that is not UTF-8 reaches the dashboard
-/// with U+FFFD in it and cannot be named in a form.
-fn actionable(gate: &str) -> bool {
-    !gate.contains('\u{fffd}')
-}
 
 /// The gate name of a request: present, not empty, not huge.
 pub fn gate_name(g: Option<String>) -> AppResult<String> {
@@ -48,13 +42,16 @@ pub fn gate_name(g: Option<String>) -> AppResult<String> {
     Ok(g)
 }
 
-/// The closed gates in a stats reply with their held counts.
-fn closed_gates(stats: &Fields) -> Vec<(String, i64)> {
+/// The closed gates in a stats reply with their held counts, and whether
+/// each name is UTF-8 (gate names are binary-safe; one that is not reaches
+/// the dashboard decoded lossily and cannot be named in a form).
+fn closed_gates(stats: &Fields) -> Vec<(String, i64, bool)> {
     stats
         .map("gates")
         .map(|m| {
             m.0.iter()
-                .map(|(g, n)| (g.clone(), n.as_int().unwrap_or(0)))
+                .enumerate()
+                .map(|(i, (g, n))| (g.clone(), n.as_int().unwrap_or(0), m.key_is_utf8(i)))
                 .collect()
         })
         .unwrap_or_default()
@@ -110,10 +107,10 @@ pub async fn list(ctx: Ctx, Query(q): Query<GatesQuery>) -> AppResult<Response> 
         .into_iter()
         .skip(start)
         .take(GATES_PER as usize)
-        .map(|(g, n)| GateRow {
+        .map(|(g, n, utf8)| GateRow {
             href: gate_href(&name, &g),
             held: format::count(n),
-            actionable: actionable(&g),
+            actionable: utf8,
             name: g,
         })
         .collect();
@@ -154,7 +151,6 @@ struct GatePage {
     closed: bool,
     held: String,
     held_n: i64,
-    actionable: bool,
     rows: Vec<JobRow>,
     pager: Pager,
     back: String,
@@ -177,19 +173,19 @@ pub async fn page(ctx: Ctx, Query(q): Query<GateQuery>) -> AppResult<Response> {
     let app = ctx.app.clone();
     let h = queue_head(&app, &name, "gates").await?;
     let (s, age) = app.stats.get(&app.orca, &name).await?;
-    let held = closed_gates(&s).into_iter().find(|(g, _)| *g == gate);
-    let jobs = app
-        .orca
-        .list_state(
-            &name,
-            JobState::Held,
-            Some(&gate),
-            paging.offset(),
-            paging.per,
-        )
-        .await?;
+    // the name asked for is UTF-8 (it came in a query string): it names
+    // the gate whose bytes are its UTF-8, never a lossily decoded one
+    let held = closed_gates(&s)
+        .into_iter()
+        .find(|(g, _, utf8)| *utf8 && *g == gate);
+    let asked = paging;
+    let (paging, jobs) = paged(&app, asked, |p| {
+        app.orca
+            .list_state(&name, JobState::Held, Some(&gate), p.offset(), p.per)
+    })
+    .await?;
     let rows: Vec<JobRow> = jobs.iter().map(|j| JobRow::new(&name, j, h.now)).collect();
-    let held_n = held.as_ref().map_or(0, |(_, n)| *n);
+    let held_n = held.as_ref().map_or(0, |(_, n, _)| *n);
     let base = format!("{}&", gate_href(&name, &gate));
     let mut crumbs = queue_crumbs(&name);
     crumbs.push(Crumb {
@@ -197,7 +193,10 @@ pub async fn page(ctx: Ctx, Query(q): Query<GateQuery>) -> AppResult<Response> {
         href: gate_href(&name, &gate),
     });
     let page = GatePage {
-        l: ctx.layout(format!("gate {}", format::short(&gate, 40)), crumbs),
+        l: Layout {
+            warning: limit_note(asked, paging),
+            ..ctx.layout(format!("gate {}", format::short(&gate, 40)), crumbs)
+        },
         pager: Pager::new(
             &base,
             paging,
@@ -210,7 +209,6 @@ pub async fn page(ctx: Ctx, Query(q): Query<GateQuery>) -> AppResult<Response> {
         closed: held.is_some(),
         held: format::count(held_n),
         held_n,
-        actionable: actionable(&gate),
         stats_age: format!("{} s", age.as_secs()),
         h,
         gate,
@@ -226,19 +224,21 @@ mod tests {
 
     #[test]
     fn gates_and_names() {
-        let s = Fields(vec![(
+        let s = Fields::new(vec![(
             "gates".into(),
-            Val::Map(Fields(vec![
+            Val::Map(Fields::new(vec![
                 ("img-hw3".into(), Val::Int(2)),
                 ("a\u{fffd}b".into(), Val::Int(0)),
             ])),
         )]);
         assert_eq!(
             closed_gates(&s),
-            [("img-hw3".to_string(), 2), ("a\u{fffd}b".to_string(), 0)]
+            [
+                ("img-hw3".to_string(), 2, true),
+                ("a\u{fffd}b".to_string(), 0, true)
+            ]
         );
         assert!(closed_gates(&Fields::default()).is_empty());
-        assert!(actionable("img-hw3") && !actionable("a\u{fffd}b"));
         assert!(gate_name(None).is_err());
         assert!(gate_name(Some(String::new())).is_err());
         assert!(gate_name(Some("x".repeat(MAX_GATE_BYTES + 1))).is_err());

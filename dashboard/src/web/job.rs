@@ -35,7 +35,7 @@ struct JobPage {
     leases: Vec<LeaseRow>,
     payload: String,
     payload_is_json: bool,
-    result: Option<String>,
+    result: Option<format::BytesView>,
     back: String,
     queue_back: String,
 }
@@ -111,7 +111,7 @@ pub async fn page(ctx: Ctx, Query(q): Query<JobQuery>) -> AppResult<Response> {
             false,
         ),
     };
-    let result = result.map(|r| format::pretty_json(&r).0);
+    let result = result.as_deref().map(format::bytes_view);
     let mut crumbs = queue_crumbs(&name);
     crumbs.push(Crumb {
         label: format::short(&key, 12),

@@ -67,6 +67,8 @@ pub struct Layout {
     /// The CSRF authenticity token for forms; empty on pages without forms.
     pub csrf: String,
     pub notice: Option<String>,
+    /// A warning about this page (a page size the server would not take).
+    pub warning: Option<String>,
 }
 
 impl Layout {
@@ -80,6 +82,7 @@ impl Layout {
             auth: false,
             csrf: String::new(),
             notice: None,
+            warning: None,
         }
     }
 }
@@ -153,15 +156,25 @@ impl Ctx {
             auth: self.app.auth.is_some(),
             csrf,
             notice: self.notice.clone(),
+            warning: None,
         }
     }
 
     /// Render a page and set this browser's CSRF cookie with it.
     pub fn render<T: Template>(self, page: &T) -> Response {
         match page.render() {
-            Ok(html) => (self.csrf, Html(html)).into_response(),
+            Ok(html) => (self.csrf, Html(no_nul(html))).into_response(),
             Err(e) => AppError::Internal(format!("template: {e}")).into_response(),
         }
+    }
+}
+
+/// A NUL (which HTML may not hold) from anything shown, as U+FFFD.
+pub fn no_nul(html: String) -> String {
+    if html.contains('\0') {
+        html.replace('\0', "\u{fffd}")
+    } else {
+        html
     }
 }
 

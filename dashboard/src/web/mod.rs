@@ -10,6 +10,7 @@ pub mod find;
 pub mod gate_actions;
 pub mod gates;
 pub mod head;
+pub mod hosts;
 pub mod info;
 pub mod job;
 pub mod layout;
@@ -51,6 +52,8 @@ pub struct Inner {
     pub drops: Drops,
     pub csrf: CsrfConfig,
     pub auth: Option<auth::Auth>,
+    /// The host names requests may name (DNS rebinding protection).
+    pub hosts: hosts::AllowedHosts,
     pub read_only: bool,
     pub scan_window: u64,
     pub sample_interval: Duration,
@@ -76,6 +79,7 @@ impl FromRef<App> for CsrfConfig {
 
 pub struct Options {
     pub token: Option<String>,
+    pub hosts: hosts::AllowedHosts,
     pub read_only: bool,
     pub scan_window: u64,
     pub sample_interval: Duration,
@@ -98,6 +102,7 @@ impl App {
             drops: Drops::default(),
             csrf,
             auth: o.token.map(auth::Auth::new),
+            hosts: o.hosts,
             read_only: o.read_only,
             scan_window: o.scan_window,
             sample_interval: o.sample_interval,
@@ -167,8 +172,9 @@ pub fn router(app: App) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(app.clone(), security::guard_posts))
         .layer(from_fn_with_state(app.clone(), auth::require_auth))
+        .layer(from_fn_with_state(app.clone(), security::check_host))
         .layer(from_fn(security::headers))
-        .layer(DefaultBodyLimit::max(256 * 1024))
+        .layer(DefaultBodyLimit::max(extract::BODY_LIMIT))
         .layer(CatchPanicLayer::custom(panic_page))
         .with_state(app)
 }

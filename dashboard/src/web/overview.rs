@@ -1,6 +1,7 @@
 //! The overview: every queue the sampler found (`SCAN ... TYPE orcaqueue`),
 //! with counts by state and oldest wait (from the cached ORCA.STATS) and the
-//! plot of the last hour. Paged by 50 queues.
+//! plot of the last hour. Paged by 50 queues. Redis unreachable ends the
+//! page at the first failure (503), as on every other page.
 
 use askama::Template;
 use axum::response::Response;
@@ -10,6 +11,7 @@ use super::error::AppResult;
 use super::extract::{Paging, Query};
 use super::layout::{queue_href, tab_href, Ctx, Layout};
 use super::pager::Pager;
+use crate::orca::OrcaError;
 use crate::{format, svg};
 
 const PER: u64 = 50;
@@ -52,14 +54,15 @@ pub struct OverviewQuery {
 pub async fn page(ctx: Ctx, Query(q): Query<OverviewQuery>) -> AppResult<Response> {
     let app = ctx.app.clone();
     if app.history.discovery().scanned_at.is_none() {
-        app.history.sample_once(&app.orca).await;
+        if let Err(e @ OrcaError::Unavailable(_)) = app.history.sample_once(&app.orca).await {
+            return Err(e.into());
+        }
     }
     let d = app.history.discovery();
     let paging = Paging::parse(q.page.as_deref(), None, PER)?;
-    let now = match app.orca.time_ms().await {
-        Ok(t) => t,
-        Err(_) => d.scanned_at.unwrap_or(0),
-    };
+    // Redis down or frozen: the same 503 page as every other page, at once,
+    // rather than a stale list after a timeout per queue.
+    let now = app.orca.time_ms().await?;
     let start = usize::try_from(paging.offset()).unwrap_or(usize::MAX);
     let mut lines = Vec::new();
     for name in d.queues.iter().skip(start).take(PER as usize) {
@@ -105,6 +108,8 @@ pub async fn page(ctx: Ctx, Query(q): Query<OverviewQuery>) -> AppResult<Respons
                     .map(format::duration)
                     .unwrap_or_else(|| "-".into());
             }
+            // the first failure to reach Redis ends the page
+            Err(e @ OrcaError::Unavailable(_)) => return Err(e.into()),
             Err(e) => line.error = e.to_string(),
         }
         lines.push(line);

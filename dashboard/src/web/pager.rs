@@ -1,7 +1,47 @@
 //! Links between the pages of a listing.
 
+use std::future::Future;
+
 use super::extract::{Paging, PER_CHOICES};
+use super::App;
 use crate::format;
+use crate::orca::OrcaResult;
+
+/// One page of a listing (`list(paging)` reads it), its size kept within
+/// the largest LIMIT the server takes (`orca.max-pop-count`, learned from
+/// its refusal): a larger page size asked for is clamped, starting at the
+/// same position. Returns the paging used.
+pub async fn paged<T, F, Fut>(app: &App, asked: Paging, list: F) -> OrcaResult<(Paging, T)>
+where
+    F: Fn(Paging) -> Fut,
+    Fut: Future<Output = OrcaResult<T>>,
+{
+    let mut p = app.orca.max_limit().map_or(asked, |n| asked.clamped(n));
+    let mut out = list(p).await?;
+    // learned during that call: the reply holds the first `n` jobs at p's
+    // offset, which is the clamped page's unless its offset moved
+    if let Some(n) = app.orca.max_limit() {
+        let c = p.clamped(n);
+        if c.offset() != p.offset() {
+            out = list(c).await?;
+        }
+        p = c;
+    }
+    Ok((p, out))
+}
+
+/// The notice a clamped page size gets.
+pub fn limit_note(asked: Paging, used: Paging) -> Option<String> {
+    (used.per < asked.per).then(|| {
+        format!(
+            "This Redis server lists at most {} jobs per command (orca.max-pop-count), so \
+             pages here hold {} jobs instead of the {} asked for.",
+            format::count(used.per as i64),
+            format::count(used.per as i64),
+            format::count(asked.per as i64)
+        )
+    })
+}
 
 pub struct PerLink {
     pub per: u64,

@@ -17,7 +17,7 @@ use super::error::{AppError, AppResult};
 use super::extract::{number, Paging, Query, MAX_PAGE};
 use super::head::{queue_head, queue_name, QueueHead};
 use super::layout::{enc, queue_crumbs, Ctx, Layout};
-use super::pager::Pager;
+use super::pager::{limit_note, paged, Pager};
 use super::rows::JobRow;
 use super::running::{cap_of, mark_capped};
 use super::scan::scan;
@@ -62,7 +62,9 @@ pub struct JobsQuery {
 
 pub async fn jobs(ctx: Ctx, Query(q): Query<JobsQuery>) -> AppResult<Response> {
     let name = queue_name(q.q)?;
-    let paging = Paging::parse(q.page.as_deref(), q.per.as_deref(), DEFAULT_PER)?;
+    let asked = Paging::parse(q.page.as_deref(), q.per.as_deref(), DEFAULT_PER)?;
+    // a page size the server is known not to take is clamped at once
+    let paging = ctx.app.orca.max_limit().map_or(asked, |n| asked.clamped(n));
     let state = match q.state.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         None => JobState::Queued,
         Some(s) => match JobState::parse(s) {
@@ -77,7 +79,7 @@ pub async fn jobs(ctx: Ctx, Query(q): Query<JobsQuery>) -> AppResult<Response> {
         },
     };
     if state != JobState::Queued {
-        return super::states::page(ctx, name, state, paging).await;
+        return super::states::page(ctx, name, state, asked).await;
     }
     let field = q.field.unwrap_or_default().trim().to_string();
     let value = q.value.unwrap_or_default();
@@ -98,6 +100,7 @@ pub async fn jobs(ctx: Ctx, Query(q): Query<JobsQuery>) -> AppResult<Response> {
     let mut past_end = None;
     let mut scanned = None;
     let mut scan_next = None;
+    let mut paging = paging;
     let mut back = format!("{base}page={}&per={}", paging.page, paging.per);
     let mut pager_total = (!filtered).then_some(len);
     let mut rows: Vec<JobRow> = if !filtered && paging.offset() >= len && len > 0 {
@@ -124,10 +127,12 @@ pub async fn jobs(ctx: Ctx, Query(q): Query<JobsQuery>) -> AppResult<Response> {
         s.rows
     } else {
         let filter = filtered.then_some((field.as_str(), value.as_str()));
-        let jobs = app
-            .orca
-            .list(&name, paging.offset(), paging.per, filter)
-            .await?;
+        let (p, jobs) = paged(&app, paging, |p| {
+            app.orca.list(&name, p.offset(), p.per, filter)
+        })
+        .await?;
+        paging = p;
+        back = format!("{base}page={}&per={}", paging.page, paging.per);
         jobs.iter().map(|j| JobRow::new(&name, j, h.now)).collect()
     };
     let stats = app.stats.get(&app.orca, &name).await.ok().map(|(s, _)| s);
@@ -138,7 +143,10 @@ pub async fn jobs(ctx: Ctx, Query(q): Query<JobsQuery>) -> AppResult<Response> {
         None
     };
     let page = QueuePage {
-        l: ctx.layout(format!("{name} · jobs"), queue_crumbs(&name)),
+        l: Layout {
+            warning: limit_note(asked, paging),
+            ..ctx.layout(format!("{name} · jobs"), queue_crumbs(&name))
+        },
         states: state_links(&name, stats.as_deref(), JobState::Queued),
         cap: (cap > 0).then(|| format::count(cap as i64)),
         cap_note,

@@ -178,11 +178,11 @@ mod tests {
 
     #[test]
     fn nested_maps_flatten_with_hints() {
-        let f = Fields(vec![
+        let f = Fields::new(vec![
             ("order".into(), Val::Str("lifo".into())),
             (
                 "wait_all".into(),
-                Val::Map(Fields(vec![
+                Val::Map(Fields::new(vec![
                     ("avg".into(), Val::Int(79_000)),
                     ("max".into(), Val::Nil),
                 ])),

@@ -110,17 +110,17 @@ mod tests {
 
     #[test]
     fn collations_at_the_cap_are_marked() {
-        let stats = Fields(vec![
+        let stats = Fields::new(vec![
             (
                 "running".into(),
-                Val::Map(Fields(vec![
+                Val::Map(Fields::new(vec![
                     ("user.7".into(), Val::Int(2)),
                     ("team.1".into(), Val::Int(1)),
                 ])),
             ),
             (
                 "settings".into(),
-                Val::Map(Fields(vec![("maxrunning".into(), Val::Int(2))])),
+                Val::Map(Fields::new(vec![("maxrunning".into(), Val::Int(2))])),
             ),
         ]);
         let r = running("q", &stats);
@@ -130,7 +130,7 @@ mod tests {
         assert_eq!(r.rows[0].href, "/queue/find?q=q&collation=user.7");
         assert!(!r.busiest_only);
         // without a cap nobody is at it
-        let r = running("q", &Fields(vec![stats.0[0].clone()]));
+        let r = running("q", &Fields::new(vec![stats.0[0].clone()]));
         assert_eq!((r.cap, r.at_cap, r.cap_text.as_str()), (0, 0, "no cap"));
     }
 }

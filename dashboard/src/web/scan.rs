@@ -1,7 +1,8 @@
 //! Windowed scans: where the module has no index (config key alone,
 //! collation, a metadata filter on a long queue), a request reads one window
 //! of the queue in pop order (`--scan-window` jobs from a position, in
-//! `ORCA.LIST OFFSET/LIMIT` pages of 500) and matches here. Each request is
+//! `ORCA.LIST OFFSET/LIMIT` pages of 500, or of the server's
+//! `orca.max-pop-count` if lower) and matches here. Each request is
 //! O(log n + window) on the server, split into commands of 500 jobs so
 //! Redis serves other clients in between; the page links to the next window.
 
@@ -11,7 +12,8 @@ use super::App;
 use crate::format;
 use crate::orca::Job;
 
-/// Jobs per ORCA.LIST call of a scan (below the default orca.max-pop-count).
+/// Jobs per ORCA.LIST call of a scan (below the default orca.max-pop-count;
+/// fewer where the server takes fewer).
 const CHUNK: u64 = 500;
 /// Matches shown per window.
 pub const MAX_MATCHES: usize = 500;
@@ -41,6 +43,9 @@ pub async fn scan(
     'outer: while offset < end {
         let limit = CHUNK.min(end - offset);
         let jobs = app.orca.list(queue, offset, limit, None).await?;
+        // the server's LIMIT may be lower than a chunk (orca.max-pop-count,
+        // learned by that call): it sent that many
+        let limit = limit.min(app.orca.max_limit().unwrap_or(u64::MAX));
         let got = jobs.len() as u64;
         for (i, j) in jobs.iter().enumerate() {
             if keep(j) {

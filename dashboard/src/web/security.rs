@@ -8,6 +8,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::AppError;
+use super::hosts::same_origin;
 use super::App;
 
 /// Pages load their stylesheet and refresh script from /static/ only; no
@@ -38,20 +39,47 @@ pub async fn headers(req: Request, next: Next) -> Response {
     resp
 }
 
+/// The request's host: its `Host` header, else the authority of an
+/// absolute request target.
+fn request_host(req: &Request) -> Option<String> {
+    match req.headers().get(header::HOST) {
+        Some(h) => h.to_str().ok().map(str::to_string),
+        None => req.uri().authority().map(|a| a.as_str().to_string()),
+    }
+}
+
+/// Every request must name an allowed host (see `hosts`): a site whose
+/// name was rebound to this machine's address gets nothing.
+pub async fn check_host(State(app): State<App>, req: Request, next: Next) -> Response {
+    match request_host(&req) {
+        Some(h) if app.hosts.allows(&h) => next.run(req).await,
+        host => AppError::MisdirectedHost(format!(
+            "This dashboard does not answer to the host name {}: only to the address it \
+             listens on, localhost, 127.0.0.1 and [::1] (on its port), and the names given with \
+             --allowed-host (ORCA_DASHBOARD_ALLOWED_HOST). This protects it from other sites \
+             (DNS rebinding). If you reached it through a name of your own, start it with \
+             --allowed-host <that name>.",
+            match host {
+                Some(h) => format!("\u{201c}{}\u{201d}", crate::format::short(&h, 100)),
+                None => "(the request names none)".to_string(),
+            }
+        ))
+        .into_response(),
+    }
+}
+
 /// Read-only mode refuses every POST but login/logout; any POST whose
 /// Origin is another site is refused whatever the mode.
 pub async fn guard_posts(State(app): State<App>, req: Request, next: Next) -> Response {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         if let Some(origin) = req.headers().get(header::ORIGIN) {
-            let host = req
-                .headers()
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok());
-            let origin_host = origin
-                .to_str()
-                .ok()
-                .and_then(|o| o.split_once("://").map(|(_, rest)| rest));
-            if host.is_none() || origin_host != host {
+            // the Host is an allowed one (check_host ran first): the
+            // Origin must be that very host
+            let same = match (origin.to_str().ok(), request_host(&req)) {
+                (Some(o), Some(h)) => same_origin(o, &h) && app.hosts.allows(&h),
+                _ => false,
+            };
+            if !same {
                 return AppError::Forbidden(
                     "Cross-site request refused: the form must come from this dashboard.".into(),
                 )

@@ -141,7 +141,7 @@ async fn render(
         })
         .collect();
     let known: Vec<&str> = SPECS.iter().map(|s| s.field).chain(NOT_SETTINGS).collect();
-    let other = Fields(
+    let other = Fields::new(
         settings
             .0
             .iter()

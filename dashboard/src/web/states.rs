@@ -11,7 +11,7 @@ use super::error::AppResult;
 use super::extract::Paging;
 use super::head::{queue_head, QueueHead};
 use super::layout::{enc, queue_crumbs, state_href, tab_href, Ctx, Layout};
-use super::pager::Pager;
+use super::pager::{limit_note, paged, Pager};
 use super::rows::JobRow;
 use super::running::{running, Running};
 use crate::format;
@@ -66,17 +66,21 @@ pub async fn page(ctx: Ctx, name: String, state: JobState, paging: Paging) -> Ap
         .as_ref()
         .and_then(|(s, _)| s.int(state.name()))
         .and_then(|n| u64::try_from(n).ok());
-    let jobs = app
-        .orca
-        .list_state(&name, state, None, paging.offset(), paging.per)
-        .await?;
+    let asked = paging;
+    let (paging, jobs) = paged(&app, asked, |p| {
+        app.orca.list_state(&name, state, None, p.offset(), p.per)
+    })
+    .await?;
     let rows: Vec<JobRow> = jobs.iter().map(|j| JobRow::new(&name, j, h.now)).collect();
     let base = format!("/queue?q={}&state={}&", enc(&name), state.name());
     let page = StatesPage {
-        l: ctx.layout(
-            format!("{name} · {} jobs", state.label()),
-            queue_crumbs(&name),
-        ),
+        l: Layout {
+            warning: limit_note(asked, paging),
+            ..ctx.layout(
+                format!("{name} · {} jobs", state.label()),
+                queue_crumbs(&name),
+            )
+        },
         pager: Pager::new(&base, paging, total, rows.len() as u64, true),
         back: format!("{base}page={}&per={}", paging.page, paging.per),
         states: state_links(&name, stats.as_ref().map(|(s, _)| &**s), state),

@@ -93,12 +93,29 @@ pub struct Redis {
     pub port: u16,
     _child: Proc,
     _dir: tempfile::TempDir,
+    extra: Vec<String>,
 }
 
 impl Redis {
     pub fn start() -> Redis {
+        Self::start_with(|_| Vec::new())
+    }
+
+    /// With more server options, made from the server's own temp dir.
+    pub fn start_with(extra: impl FnOnce(&Path) -> Vec<String>) -> Redis {
         let dir = tempfile::tempdir().expect("temp dir");
+        let extra = extra(dir.path());
         let port = free_port();
+        let child = Self::spawn(port, dir.path(), &extra);
+        Redis {
+            port,
+            _child: Proc(child),
+            _dir: dir,
+            extra,
+        }
+    }
+
+    fn spawn(port: u16, dir: &Path, extra: &[String]) -> Child {
         let mut child =
             Command::new(std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into()))
                 .args([
@@ -112,23 +129,41 @@ impl Redis {
                     "no",
                 ])
                 .arg("--dir")
-                .arg(dir.path())
+                .arg(dir)
                 .arg("--loadmodule")
                 .arg(module_path())
+                .args(extra)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("redis-server (apt install redis-server)");
         wait_for_port(port, "redis-server", &mut child);
-        Redis {
-            port,
-            _child: Proc(child),
-            _dir: dir,
-        }
+        child
+    }
+
+    /// The server's process id (to freeze it with SIGSTOP).
+    pub fn pid(&self) -> u32 {
+        self._child.0.id()
+    }
+
+    /// Stop the server (its data is gone: nothing is saved).
+    pub fn stop(&mut self) {
+        let _ = self._child.0.kill();
+        let _ = self._child.0.wait();
+    }
+
+    /// Start it again on the same port (after `stop`).
+    pub fn restart(&mut self) {
+        self._child = Proc(Self::spawn(self.port, self._dir.path(), &self.extra));
     }
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's own temp dir.
+    pub fn dir(&self) -> &Path {
+        self._dir.path()
     }
 
     pub fn conn(&self) -> redis::Connection {
@@ -244,10 +279,16 @@ pub struct Dashboard {
 
 impl Dashboard {
     pub fn start(redis_url: &str, extra: &[&str]) -> Dashboard {
+        Self::start_logging(redis_url, extra, Stdio::inherit(), "warn")
+    }
+
+    /// Started with its log (stderr) going to `log` at level `level`.
+    pub fn start_logging(redis_url: &str, extra: &[&str], log: Stdio, level: &str) -> Dashboard {
         let port = free_port();
         let mut child = Self::command(redis_url, &format!("127.0.0.1:{port}"), extra)
+            .env("ORCA_DASHBOARD_LOG", level)
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(log)
             .spawn()
             .expect("start orca-dashboard");
         wait_for_port(port, "orca-dashboard", &mut child);
@@ -259,18 +300,15 @@ impl Dashboard {
 
     pub fn command(redis_url: &str, listen: &str, extra: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_orca-dashboard"));
-        c.args([
-            "--redis",
-            redis_url,
-            "--listen",
-            listen,
-            "--sample-interval",
-            "1",
-        ])
-        .args(extra)
-        .env_remove("ORCA_DASHBOARD_TOKEN")
-        .env_remove("ORCA_DASHBOARD_READ_ONLY")
-        .env("ORCA_DASHBOARD_LOG", "warn");
+        c.args(["--redis", redis_url, "--listen", listen]);
+        // sample every second unless the test says otherwise
+        if !extra.contains(&"--sample-interval") {
+            c.args(["--sample-interval", "1"]);
+        }
+        c.args(extra)
+            .env_remove("ORCA_DASHBOARD_TOKEN")
+            .env_remove("ORCA_DASHBOARD_READ_ONLY")
+            .env("ORCA_DASHBOARD_LOG", "warn");
         c
     }
 
@@ -290,11 +328,33 @@ impl Dashboard {
         headers: &[(&str, &str)],
         body: &str,
     ) -> (u16, String) {
+        self.http_to(
+            &format!("127.0.0.1:{}", self.port),
+            method,
+            path,
+            headers,
+            body,
+        )
+    }
+
+    /// `http` with another `Host` header (or none, for "").
+    pub fn http_to(
+        &self,
+        host: &str,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, String) {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect dashboard");
-        s.set_read_timeout(Some(Duration::from_secs(20))).ok();
+        s.set_read_timeout(Some(Duration::from_secs(60))).ok();
+        let host_line = if host.is_empty() {
+            String::new()
+        } else {
+            format!("Host: {host}\r\n")
+        };
         let mut req = format!(
-            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\n",
-            self.port,
+            "{method} {path} HTTP/1.0\r\n{host_line}Content-Length: {}\r\n",
             body.len()
         );
         for (k, v) in headers {
@@ -312,6 +372,37 @@ impl Dashboard {
             .unwrap_or(0);
         (status, out)
     }
+}
+
+/// From a raw response (`Dashboard::http`): the CSRF cookie it sets
+/// (`name=value`) and the token of its first form.
+pub fn csrf_of(response: &str) -> (String, String) {
+    let cookie = response
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("set-cookie: ")
+                .or_else(|| l.strip_prefix("Set-Cookie: "))
+        })
+        .find(|c| c.starts_with("orca_csrf="))
+        .and_then(|c| c.split(';').next())
+        .expect("a CSRF cookie")
+        .to_string();
+    let token = response
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a form with a CSRF token")
+        .to_string();
+    (cookie, token)
+}
+
+/// Form-encode pairs.
+pub fn form(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
+        .collect::<Vec<_>>()
+        .join("&")
 }
 
 /// Headless Chromium through its own chromedriver (own process group, so
