@@ -12,7 +12,15 @@ import redis
 from conftest import Server, cfg
 from workers import Running, calls, start, wait_for
 
-from orca_queue import Job, JobFailed, NackOutcome, Queue, Worker, blocking_client
+from orca_queue import (
+    Job,
+    JobFailed,
+    NackOutcome,
+    Queue,
+    ResultTooLargeError,
+    Worker,
+    blocking_client,
+)
 
 
 def test_acks_with_results_and_hooks(r: redis.Redis, qname: str, started: list[Running]) -> None:
@@ -252,5 +260,41 @@ def test_blocks_instead_of_polling_an_empty_queue(started: list[Running]) -> Non
         pops = calls(r, "orca.pop")
         assert 1 <= pops <= 4, f"ORCA.POP called {pops} times in 1 s"
         started[-1].stop()
+    finally:
+        own.stop()
+
+
+@pytest.mark.parametrize("shape", ["ack-next", "plain-ack", "second-queue"])
+def test_result_over_the_payload_limit_is_a_failure(shape: str, started: list[Running]) -> None:
+    """The server refuses an ACK whose RESULT is over orca.max-payload-bytes: the worker
+    NACKs the delivery (a failure, on_failed with the server's error) and goes on taking
+    jobs, whether the ACK was ``ACK ... NEXT``, a plain ACK or one pipelined with a pop."""
+    own = Server()  # a server of its own: its payload limit is lowered
+    try:
+        r = own.client()
+        r.config_set("orca.max-payload-bytes", 1000)
+        q, other = Queue(r, "big"), Queue(r, "first")
+        big = q.enqueue(cfg("big")).key
+        small = q.enqueue(cfg("small", priority=10)).key
+        failed: list[tuple[str, BaseException, NackOutcome | None]] = []
+        run = start(
+            started,
+            [other, q] if shape == "second-queue" else q,
+            lambda job: "x" * 5000 if job.config["key"] == "big" else "ok",
+            lease_ms=60_000,
+            nack_delay_ms=60_000,
+            ack_next=shape != "plain-ack",
+            on_failed=lambda job, exc, out: failed.append((job.key, exc, out)),
+        )
+        wait_for(lambda: bool(failed) and q.result(small) is not None, timeout=5)
+        key, exc, out = failed[0]
+        assert key == big and isinstance(exc, ResultTooLargeError)
+        assert "orca.max-payload-bytes" in str(exc)
+        assert out is not None and out.outcome == "retry"
+        st = q.status(big)
+        assert st is not None and st.state == "delayed"  # nacked, waiting for its retry
+        assert q.result(small) == b'"ok"'
+        run.stop()
+        assert run.worker.counts == {"completed": 1, "failed": 1, "lost": 0, "handed_back": 0}
     finally:
         own.stop()

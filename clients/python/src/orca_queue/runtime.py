@@ -12,7 +12,7 @@ from typing import Any, Optional
 from redis.exceptions import ResponseError
 
 from . import protocol as P
-from .errors import JobCancelledError, JobFailed, LeaseLostError, map_error
+from .errors import JobCancelledError, JobFailed, LeaseLostError, ResultTooLargeError, map_error
 from .strategy import FetchStrategy
 from .types import Job, NackOutcome
 
@@ -238,6 +238,23 @@ class WorkerBase:
         error it failed with (a result that cannot be encoded is one)."""
         result, error = self._encode(value, error)
         return self.strategy.finish(job, result, error is not None, take_next), error
+
+    def _refused_result(
+        self,
+        job: Job,
+        error: Optional[BaseException],
+        cmds: list[P.Command[Any]],
+        replies: list[Any],
+        take_next: bool,
+    ) -> Optional[tuple[list[P.Command[Any]], BaseException]]:
+        """When the server refused the ACK's result (over ``orca.max-payload-bytes``; the
+        lease is still held, nothing was handed out): the commands that NACK the delivery
+        instead, and the error it failed with. A pop that went with the refused ACK already
+        took its job, so the NACK then goes alone; after a refused ``ACK ... NEXT`` it comes
+        with a pop for the slot (see :meth:`FetchStrategy.finish`). None otherwise."""
+        if error is not None or not isinstance(replies[0], ResultTooLargeError):
+            return None
+        return self.strategy.finish(job, None, True, take_next and len(cmds) == 1), replies[0]
 
     def _after_finish(
         self,

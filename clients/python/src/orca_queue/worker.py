@@ -286,6 +286,13 @@ class Worker(WorkerBase):
                 return [map_error(e)]
         return P.parse_pipeline(cmds, self._pipeline(cmds))
 
+    def _try_execute(self, cmds: list[P.Command[Any]]) -> list[Any]:
+        """:meth:`_execute`, with a connection error as the first command's reply."""
+        try:
+            return self._execute(cmds)
+        except RedisError as e:
+            return [e]
+
     def _finish(self, r: Running, value: Any, error: Optional[BaseException]) -> Optional[Running]:
         """Acks or nacks ``r``; returns the slot's next job (registered) when one was taken."""
         job = r.job
@@ -299,10 +306,12 @@ class Worker(WorkerBase):
                 self.log.info("job %s: result dropped (%s)", job.key, job.abandoned)
                 return None
             cmds, error = self._finish_commands(job, value, error, take_next)
-            try:
-                replies = self._execute(cmds)
-            except RedisError as e:
-                replies = [e]
+            replies = self._try_execute(cmds)
+            refused = self._refused_result(job, error, cmds, replies, take_next)
+            if refused is not None:
+                nack, error = refused
+                again = self._try_execute(nack)
+                replies = [again[0], *replies[1:], *again[1:]]
             leased = self._after_finish(job, value, error, replies)
             return self._take(leased)
         finally:

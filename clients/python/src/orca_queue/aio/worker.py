@@ -263,6 +263,13 @@ class Worker(WorkerBase):
                 return [map_error(e)]
         return P.parse_pipeline(cmds, await self._pipeline(cmds))
 
+    async def _try_execute(self, cmds: list[P.Command[Any]]) -> list[Any]:
+        """:meth:`_execute`, with a connection error as the first command's reply."""
+        try:
+            return await self._execute(cmds)
+        except (RedisError, OSError) as e:
+            return [e]
+
     async def _finish(self, r: Running, value: Any, error: BaseException | None) -> Running | None:
         job = r.job
         claimed = not r.finished
@@ -271,11 +278,14 @@ class Worker(WorkerBase):
             if not claimed or job.abandoned is not None:
                 self.log.info("job %s: result dropped (%s)", job.key, job.abandoned)
                 return None
-            cmds, error = self._finish_commands(job, value, error, not self._stopping)
-            try:
-                replies = await self._execute(cmds)
-            except (RedisError, OSError) as e:
-                replies = [e]
+            take_next = not self._stopping
+            cmds, error = self._finish_commands(job, value, error, take_next)
+            replies = await self._try_execute(cmds)
+            refused = self._refused_result(job, error, cmds, replies, take_next)
+            if refused is not None:
+                nack, error = refused
+                again = await self._try_execute(nack)
+                replies = [again[0], *replies[1:], *again[1:]]
             leased = self._after_finish(job, value, error, replies)
             if not leased:
                 return None
