@@ -12,7 +12,7 @@ import { EventEmitter } from "node:events";
 import type Redis from "ioredis";
 
 import { blockingConnection, commandConnection } from "./connection";
-import { LeaseLostError, JobCancelledError, mapError } from "./errors";
+import { LeaseLostError, JobCancelledError, ResultTooLargeError, mapError } from "./errors";
 import { encodeResult } from "./keys";
 import type * as P from "./protocol";
 import { Queue, run } from "./queue";
@@ -384,21 +384,32 @@ export class Worker extends EventEmitter {
     error: unknown,
     failed: boolean,
   ): Promise<void> {
+    if (failed) return this.fail(job, error);
     try {
-      if (!failed) {
-        await run(this.conn, this.strategy.ack(job, result));
-        this.counts.completed++;
-        this.emitSafe("completed", job, value);
-      } else {
-        const outcome: NackOutcome = await run(this.conn, this.strategy.nack(job));
-        this.counts.failed++;
-        const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-        this.log.warn(`job ${job.key} failed (attempt ${job.attempt}; ${outcome.outcome}): ${text}`);
-        this.emitSafe("failed", job, error, outcome);
-      }
+      await run(this.conn, this.strategy.ack(job, result));
     } catch (e) {
-      this.finishFailed(job, e, failed ? "nack" : "ack");
+      // A result the server refuses as too large changed nothing: the delivery failed.
+      if (e instanceof ResultTooLargeError) return this.fail(job, e);
+      this.finishFailed(job, e, "ack");
+      return;
     }
+    this.counts.completed++;
+    this.emitSafe("completed", job, value);
+  }
+
+  /** NACKs a failed delivery; its outcome goes to the `failed` event. */
+  private async fail(job: Job, error: unknown): Promise<void> {
+    let outcome: NackOutcome;
+    try {
+      outcome = await run(this.conn, this.strategy.nack(job));
+    } catch (e) {
+      this.finishFailed(job, e, "nack");
+      return;
+    }
+    this.counts.failed++;
+    const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    this.log.warn(`job ${job.key} failed (attempt ${job.attempt}; ${outcome.outcome}): ${text}`);
+    this.emitSafe("failed", job, error, outcome);
   }
 
   /** ACK ... NEXT: the job the reply brings runs in the same slot (or is handed back at a stop). */
@@ -409,7 +420,9 @@ export class Worker extends EventEmitter {
       this.counts.completed++;
       this.emitSafe("completed", job, value);
     } catch (e) {
-      this.finishFailed(job, e, "ack");
+      // Refused as too large, the ACK handed nothing out: NACK, and the pump refills the slot.
+      if (e instanceof ResultTooLargeError) await this.fail(job, e);
+      else this.finishFailed(job, e, "ack");
     }
     this.reserved--;
     if (next) {
