@@ -298,3 +298,97 @@ def test_result_over_the_payload_limit_is_a_failure(shape: str, started: list[Ru
         assert run.worker.counts == {"completed": 1, "failed": 1, "lost": 0, "handed_back": 0}
     finally:
         own.stop()
+
+
+def test_a_base_exception_from_a_handler_is_a_failure(
+    r: redis.Redis, qname: str, started: list[Running]
+) -> None:
+    """A handler raising a BaseException that is not an Exception (here GeneratorExit) fails
+    the delivery like any exception; the slot stays usable."""
+    q = Queue(r, qname)
+    odd = q.enqueue(cfg("odd")).key
+    fine = q.enqueue(cfg("fine", priority=10)).key
+    failed: list[BaseException] = []
+
+    def handler(job: Job) -> str:
+        if job.key == odd:
+            raise GeneratorExit("odd")
+        return "ok"
+
+    run = start(
+        started,
+        q,
+        handler,
+        nack_delay_ms=60_000,
+        on_failed=lambda job, exc, out: failed.append(exc),
+    )
+    wait_for(lambda: q.result(fine) is not None, timeout=5)
+    assert len(failed) == 1 and isinstance(failed[0], GeneratorExit)
+    st = q.status(odd)
+    assert st is not None and st.state == "delayed"
+    run.stop()
+    assert run.worker.counts["failed"] == 1 and run.worker.counts["completed"] == 1
+
+
+@pytest.mark.parametrize("exc_type", [SystemExit, KeyboardInterrupt])
+def test_system_exit_in_a_handler_stops_the_worker_gracefully(
+    r: redis.Redis, qname: str, exc_type: type[BaseException], caplog: pytest.LogCaptureFixture
+) -> None:
+    """SystemExit / KeyboardInterrupt from a handler: the delivery is NACKed as failed, the
+    worker stops as on SIGTERM (the other running job finishes within the grace), and run()
+    re-raises the exception."""
+    q = Queue(r, qname)
+    slow = q.enqueue(cfg("slow", priority=0)).key
+    leaving = q.enqueue(cfg("leaving", priority=5)).key
+    later = q.enqueue(cfg("later", priority=10)).key
+    slow_began, release = threading.Event(), threading.Event()
+    failed: list[tuple[str, BaseException]] = []
+
+    def handler(job: Job) -> str:
+        if job.key == slow:
+            slow_began.set()
+            assert release.wait(20)
+            return "slow done"
+        assert slow_began.wait(20)
+        raise exc_type("bye")
+
+    worker = Worker(
+        q,
+        handler,
+        concurrency=2,
+        grace_ms=10_000,
+        nack_delay_ms=60_000,
+        handle_signals=False,
+        on_failed=lambda job, exc, out: failed.append((job.key, exc)),
+    )
+    raised: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            worker.run()
+        except BaseException as e:
+            raised.append(e)
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    try:
+        wait_for(lambda: bool(failed), timeout=5)
+        assert failed[0][0] == leaving and isinstance(failed[0][1], exc_type)
+        time.sleep(0.3)
+        assert t.is_alive()  # waiting for the slow job, within the grace
+        release.set()
+        t.join(10)
+        assert not t.is_alive()
+    finally:
+        release.set()
+        worker.stop(now=True)
+        t.join(10)
+    assert len(raised) == 1 and isinstance(raised[0], exc_type)
+    assert q.result(slow) == b'"slow done"'
+    st = q.status(leaving)
+    assert st is not None and st.state == "delayed"  # nacked
+    st = q.status(later)
+    assert st is not None and st.state == "queued" and st.leases == []  # never taken
+    assert worker.counts == {"completed": 1, "failed": 1, "lost": 0, "handed_back": 0}
+    logged = [m.getMessage() for m in caplog.records]
+    assert any("failed (" in m and "Traceback" in m for m in logged)

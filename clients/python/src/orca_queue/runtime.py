@@ -211,6 +211,8 @@ class WorkerBase:
             ack_next=ack_next,
         )
         self.counts = {"completed": 0, "failed": 0, "lost": 0, "handed_back": 0}
+        # A SystemExit / KeyboardInterrupt a handler raised: run() re-raises it once stopped.
+        self._exit: Optional[BaseException] = None
         self._setup()
 
     def _setup(self) -> None:
@@ -218,6 +220,25 @@ class WorkerBase:
 
     def _count(self, what: str, n: int = 1) -> None:
         self.counts[what] += n
+
+    def _begin_stop(self) -> None:
+        """Stop taking jobs, with the grace period (as a first SIGTERM)."""
+        raise NotImplementedError
+
+    def _handler_raised(self, exc: BaseException) -> None:
+        """A handler raised ``exc``, which is not an ``Exception`` (its delivery is NACKed as
+        failed like for any exception). For ``SystemExit`` / ``KeyboardInterrupt`` the worker
+        begins its graceful stop and ``run()`` re-raises the first one once stopped."""
+        if not isinstance(exc, (SystemExit, KeyboardInterrupt)):
+            return
+        self.log.error(
+            "a handler raised %s: the worker stops (running jobs get the grace period) and "
+            "run() re-raises it",
+            type(exc).__name__,
+        )
+        if self._exit is None:
+            self._exit = exc
+        self._begin_stop()
 
     @staticmethod
     def _encode(

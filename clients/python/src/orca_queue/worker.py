@@ -73,8 +73,13 @@ class Worker(WorkerBase):
             self._hurry = True
         self._stop.set()
 
+    def _begin_stop(self) -> None:
+        self._stop.set()
+
     def run(self) -> None:
-        """Work until ``stop()`` or SIGTERM/SIGINT (a second signal skips the grace)."""
+        """Work until ``stop()`` or SIGTERM/SIGINT (a second signal skips the grace). A
+        ``SystemExit`` / ``KeyboardInterrupt`` raised by a handler stops the worker the same
+        way (its delivery NACKed as failed), then is raised here."""
         if self._started:
             raise RuntimeError("a Worker runs once")
         self._started = True
@@ -97,6 +102,8 @@ class Worker(WorkerBase):
             self._stop.set()
             self._shutdown(fetcher, beat)
             restore()
+        if self._exit is not None:
+            raise self._exit
 
     def _install_signals(self) -> Callable[[], None]:
         if (
@@ -272,8 +279,10 @@ class Worker(WorkerBase):
                 error: Optional[BaseException] = None
                 try:
                     value = self.handler(r.job)
-                except Exception as e:
+                except BaseException as e:  # SystemExit too: see _handler_raised
                     error = e
+                    if not isinstance(e, Exception):
+                        self._handler_raised(e)
                 r = self._finish(r, value, error)  # the slot's next job, if it took one
 
     def _execute(self, cmds: list[P.Command[Any]]) -> list[Any]:
