@@ -70,6 +70,11 @@ interface Running {
   finished: boolean;
 }
 
+function integer(name: string, value: unknown, low: number, why = ""): void {
+  if (!(Number.isSafeInteger(value) && (value as number) >= low))
+    throw new RangeError(`${name} must be an integer >= ${low}${why}`);
+}
+
 // Lease tokens are unique within a queue.
 const token = (job: Job) => `${job.queue}\u0000${job.lease}`;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
@@ -129,14 +134,20 @@ export class Worker extends EventEmitter {
     this.concurrency = opts.concurrency ?? 1;
     this.leaseMs = opts.leaseMs ?? 300_000;
     this.graceMs = opts.graceMs ?? 30_000;
+    // The same rules (and words) as the Python client's. What the server gets (LEASE, BLOCK,
+    // TTL, DELAY) must be integers; grace and heartbeat periods are local times.
+    integer("concurrency", this.concurrency, 1);
+    integer("leaseMs", this.leaseMs, 1000, " (heartbeats run at about a third of it)");
+    integer("blockMs", opts.blockMs ?? 5000, 1, " (the worker must notice a stop)");
     this.heartbeatMs = opts.heartbeatMs ?? Math.floor(this.leaseMs / 3);
-    this.batch = Math.ceil(this.concurrency / 2);
-    if (!Number.isInteger(this.concurrency) || this.concurrency < 1)
-      throw new RangeError("concurrency must be an integer >= 1");
-    if (this.leaseMs < 1000)
-      throw new RangeError("leaseMs must be >= 1000 (heartbeats run at about a third of it)");
     if (!(this.heartbeatMs > 0 && this.heartbeatMs < this.leaseMs))
       throw new RangeError("heartbeatMs must be between 0 and leaseMs");
+    if (!(this.graceMs >= 0)) throw new RangeError("graceMs must be >= 0");
+    if (this.graceMs > 2 ** 31 - 1)
+      throw new RangeError("graceMs must be at most 2147483647 (a longer Node timer fires at once)");
+    if (opts.resultTtlMs !== undefined) integer("resultTtlMs", opts.resultTtlMs, 0);
+    if (opts.nackDelayMs !== undefined) integer("nackDelayMs", opts.nackDelayMs, 0);
+    this.batch = Math.ceil(this.concurrency / 2);
     this.strategy = new FetchStrategy(
       this.queues.map((q) => q.name),
       {

@@ -222,6 +222,42 @@ describe("Worker", () => {
     c.disconnect();
   });
 
+  it("validates every numeric option", () => {
+    const q = new Queue(r, qname());
+    const bad: [WorkerOptions, RegExp][] = [
+      [{ concurrency: 0 }, /^concurrency must be an integer >= 1$/],
+      [{ concurrency: 1.5 }, /^concurrency must be an integer >= 1$/],
+      [{ leaseMs: 999 }, /^leaseMs must be an integer >= 1000/],
+      [{ leaseMs: NaN }, /^leaseMs must be an integer >= 1000/],
+      [{ leaseMs: 1500.5 }, /^leaseMs must be an integer >= 1000/],
+      [{ blockMs: 0 }, /^blockMs must be an integer >= 1/],
+      [{ blockMs: 0.5 }, /^blockMs must be an integer >= 1/],
+      [{ graceMs: -1 }, /^graceMs must be >= 0$/],
+      [{ graceMs: NaN }, /^graceMs must be >= 0$/],
+      [{ graceMs: Infinity }, /^graceMs must be at most 2147483647/],
+      [{ heartbeatMs: 0 }, /^heartbeatMs must be between 0 and leaseMs$/],
+      [{ heartbeatMs: NaN }, /^heartbeatMs must be between 0 and leaseMs$/],
+      [{ resultTtlMs: -1 }, /^resultTtlMs must be an integer >= 0$/],
+      [{ resultTtlMs: 1.5 }, /^resultTtlMs must be an integer >= 0$/],
+      [{ nackDelayMs: -1 }, /^nackDelayMs must be an integer >= 0$/],
+      [{ nackDelayMs: "5" as unknown as number }, /^nackDelayMs must be an integer >= 0$/],
+    ];
+    for (const [opts, message] of bad)
+      assert.throws(
+        () => new Worker(q, () => undefined, { handleSignals: false, autorun: false, ...opts }),
+        (e: unknown) => e instanceof RangeError && message.test(e.message),
+        JSON.stringify(opts),
+      );
+    const w = new Worker(q, () => undefined, {
+      handleSignals: false,
+      autorun: false,
+      graceMs: 0,
+      resultTtlMs: 0,
+      nackDelayMs: 0,
+    });
+    return w.close(); // the lowest values are accepted
+  });
+
   it("never re-sends a blocking pop after its connection dies", async () => {
     const q = new Queue(r, qname());
     const blocker = blockingConnection(r);

@@ -23,6 +23,11 @@ OnFailed = Callable[[Job, BaseException, Optional[NackOutcome]], None]
 OnLost = Callable[[Job, str], None]
 
 
+def _integer(name: str, value: object, low: int, why: str = "") -> None:
+    if isinstance(value, bool) or not (isinstance(value, int) and value >= low):
+        raise ValueError(f"{name} must be an integer >= {low}{why}")
+
+
 @dataclass
 class WorkerOptions:
     """Settings of a worker (see :class:`orca_queue.Worker`)."""
@@ -38,16 +43,21 @@ class WorkerOptions:
     ack_next: bool = True
 
     def __post_init__(self) -> None:
-        if self.concurrency < 1:
-            raise ValueError("concurrency must be >= 1")
-        if self.lease_ms < 1000:
-            raise ValueError("lease_ms must be >= 1000 (heartbeats run at about a third of it)")
+        # The same rules (and words) as the TypeScript client's. What the server gets (LEASE,
+        # BLOCK, TTL, DELAY) must be integers; grace and heartbeat periods are local times.
+        _integer("concurrency", self.concurrency, 1)
+        _integer("lease_ms", self.lease_ms, 1000, " (heartbeats run at about a third of it)")
+        _integer("block_ms", self.block_ms, 1, " (the worker must notice a stop)")
         if self.heartbeat_ms is None:
             self.heartbeat_ms = self.lease_ms // 3
         if not 0 < self.heartbeat_ms < self.lease_ms:
             raise ValueError("heartbeat_ms must be between 0 and lease_ms")
-        if self.grace_ms < 0:
+        if not self.grace_ms >= 0:  # NaN too
             raise ValueError("grace_ms must be >= 0")
+        if self.result_ttl_ms is not None:
+            _integer("result_ttl_ms", self.result_ttl_ms, 0)
+        if self.nack_delay_ms is not None:
+            _integer("nack_delay_ms", self.nack_delay_ms, 0)
 
     @property
     def beat_s(self) -> float:
@@ -165,7 +175,9 @@ class WorkerBase:
     are handed back. ``ack_next``: a slot that finishes a job takes its next one in the same
     round trip (``ORCA.ACK ... NEXT``); False: plain ACK/NACK, free slots are refilled by
     the fetcher. Hooks ``on_completed(job, result)``, ``on_failed(job, exc, outcome)``,
-    ``on_lost(job, reason)``; their exceptions are logged.
+    ``on_lost(job, reason)``; their exceptions are logged. A bad number (``concurrency`` or
+    ``lease_ms``/``block_ms``/``result_ttl_ms``/``nack_delay_ms`` not an integer in range,
+    ``heartbeat_ms`` not within the lease, ``grace_ms`` < 0) raises ``ValueError`` here.
     """
 
     def __init__(
