@@ -65,6 +65,21 @@ async def test_queue_commands(ar: redis.asyncio.Redis, qname: str) -> None:
     assert await q.purge_dead() == 0
 
 
+@pytest.mark.parametrize("protocol", [2, 3])
+async def test_result_is_bytes_even_with_decode_responses(
+    server: Server, qname: str, protocol: int
+) -> None:
+    c = redis.asyncio.Redis(port=server.port, protocol=protocol, decode_responses=True)
+    q = Queue(c, qname)
+    await q.enqueue(cfg("bin"))
+    job = await q.pop(lease_ms=10000)
+    assert job is not None
+    await q.ack(job, result=b"\xff\x00\xfe")
+    assert await q.result(job.key) == b"\xff\x00\xfe"
+    assert await q.result("no-such-key") is None
+    await c.aclose()
+
+
 def make(queue: Queue, handler: Any, **kw: Any) -> tuple[Worker, asyncio.Task[None]]:
     w = Worker(queue, handler, handle_signals=False, **kw)
     return w, asyncio.create_task(w.run())

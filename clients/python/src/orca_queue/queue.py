@@ -37,7 +37,7 @@ class Queue:
 
     def _run(self, cmd: P.Command[T]) -> T:
         try:
-            reply = execute(self.client, cmd.args)
+            reply = execute(self.client, cmd.args, cmd.options)
         except ResponseError as e:
             raise map_error(e) from None
         return cmd.parse(reply)
@@ -291,7 +291,7 @@ class Queue:
     def _pipeline(self, cmds: builtins.list[P.Command[T]]) -> builtins.list[Union[T, OrcaError]]:
         pipe = self.client.pipeline(transaction=False)
         for c in cmds:
-            execute(pipe, c.args)
+            execute(pipe, c.args, c.options)
         return P.parse_pipeline(cmds, pipe.execute(raise_on_error=False))
 
 

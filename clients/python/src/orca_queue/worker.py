@@ -201,13 +201,13 @@ class Worker(WorkerBase):
     def _pipeline(self, cmds: Sequence[P.Command[Any]]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
         for c in cmds:
-            execute(pipe, c.args)
+            execute(pipe, c.args, c.options)
         return list(pipe.execute(raise_on_error=False))
 
     # -- fetching -----------------------------------------------------------------------
     def _run(self, client: redis.Redis, cmd: P.Command[T]) -> T:
         try:
-            reply = execute(client, cmd.args)
+            reply = execute(client, cmd.args, cmd.options)
         except ResponseError as e:
             raise map_error(e) from None
         return cmd.parse(reply)

@@ -192,13 +192,13 @@ class Worker(WorkerBase):
     async def _pipeline(self, cmds: Sequence[P.Command[Any]]) -> list[Any]:
         async with self.client.pipeline(transaction=False) as pipe:
             for c in cmds:
-                execute(pipe, c.args)
+                execute(pipe, c.args, c.options)
             return list(await pipe.execute(raise_on_error=False))
 
     # -- fetching -----------------------------------------------------------------------
     async def _run(self, client: redis.asyncio.Redis, cmd: P.Command[T]) -> T:
         try:
-            reply = await execute(client, cmd.args)
+            reply = await execute(client, cmd.args, cmd.options)
         except ResponseError as e:
             raise map_error(e) from None
         return cmd.parse(reply)
