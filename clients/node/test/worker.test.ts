@@ -66,6 +66,16 @@ describe("Worker", () => {
     assert.equal(failures[0]![1].outcome, "retry");
   });
 
+  it("keeps no result for undefined, and null as JSON", async () => {
+    const q = new Queue(r, qname());
+    const none = (await q.enqueue(cfg("none"))).key;
+    const nul = (await q.enqueue(cfg("null", { priority: 5 }))).key;
+    const w = start(q, (job) => ((job.config as { key: string }).key === "null" ? null : undefined));
+    await waitFor(() => w.counts.completed === 2);
+    assert.equal(await q.result(none), null);
+    assert.equal((await q.result(nul))?.toString(), "null");
+  });
+
   it("treats a result that cannot be JSON as a failure", async () => {
     const q = new Queue(r, qname());
     const key = (await q.enqueue(cfg("odd"))).key;

@@ -101,6 +101,16 @@ def test_expected_failures_log_one_line(
     assert "Traceback" in lines["RuntimeError: bug in the handler"]
 
 
+def test_none_keeps_no_result(r: redis.Redis, qname: str, started: list[Running]) -> None:
+    q = Queue(r, qname)
+    key = q.enqueue(cfg("none")).key
+    run = start(started, q, lambda job: None)
+    wait_for(lambda: run.worker.counts["completed"] == 1)
+    assert q.result(key) is None
+    st = q.stats()
+    assert st.results == 0
+
+
 def test_heartbeats_keep_a_long_job(r: redis.Redis, qname: str, started: list[Running]) -> None:
     q = Queue(r, qname)
     key = q.enqueue(cfg("long")).key

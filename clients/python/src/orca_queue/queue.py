@@ -237,9 +237,9 @@ class Queue:
         result: Any = None,
         ttl_ms: Optional[int] = None,
     ) -> None:
-        """ORCA.ACK: the delivery succeeded. ``result`` (bytes as they are, anything else
-        as JSON) is kept for ``ttl_ms``. Raises :class:`LeaseLostError` if the lease is
-        not held (:class:`JobCancelledError` if the job was deleted)."""
+        """ORCA.ACK: the delivery succeeded. ``result`` (bytes as they are, ``None`` keeps
+        none, anything else as JSON) is kept for ``ttl_ms``. Raises :class:`LeaseLostError`
+        if the lease is not held (:class:`JobCancelledError` if the job was deleted)."""
         key, token = P.job_and_lease(job, lease)
         self._run(P.ack(self.name, key, token, P.encode_result(result), ttl_ms))
 
