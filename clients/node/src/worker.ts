@@ -57,7 +57,10 @@ export interface WorkerOptions {
   resultTtlMs?: number;
   /** NACK delay (default: the server's exponential backoff). */
   nackDelayMs?: number;
-  /** Close on SIGTERM/SIGINT (a second signal skips the grace). Default true. */
+  /**
+   * Close on SIGTERM/SIGINT (a second signal skips the grace). Default true. The worker never
+   * exits the process: it ends once running handlers have settled (honour `job.signal`).
+   */
   handleSignals?: boolean;
   /** Start at once (default true); otherwise call `run()`. */
   autorun?: boolean;
