@@ -55,6 +55,11 @@ export class WrongTypeError extends OrcaError {}
 export class InvariantError extends OrcaError {}
 /** An option or argument was refused. */
 export class InvalidArgumentError extends OrcaError {}
+/**
+ * ORCA.ACK refused its RESULT: over `orca.max-payload-bytes`. Nothing changed (the lease is
+ * still held); a worker NACKs the delivery as failed with this error.
+ */
+export class ResultTooLargeError extends InvalidArgumentError {}
 
 const BY_PREFIX: ReadonlyArray<readonly [string, new (m: string, r?: string) => OrcaError]> = [
   ["lease not held", LeaseLostError],
@@ -75,6 +80,7 @@ const BY_PREFIX: ReadonlyArray<readonly [string, new (m: string, r?: string) => 
   ["'gate' must be", BadConfigError],
   ["gate must not be empty", BadConfigError],
   ["gate is ", BadConfigError],
+  ["result is ", ResultTooLargeError],
   ["internal error in the orca module", OrcaError],
 ];
 

@@ -31,6 +31,7 @@ export {
   WrongTypeError,
   InvariantError,
   InvalidArgumentError,
+  ResultTooLargeError,
   mapError,
 } from "./errors";
 export type { NotQueuedState } from "./errors";

@@ -30,7 +30,7 @@ export function encodeConfig(config: Config): string | Buffer {
 
 /**
  * An ACK result as sent: `undefined` keeps none, Buffers/Uint8Arrays go as they are, anything
- * else (strings included) as JSON.
+ * else (strings and `null` included) as JSON.
  */
 export function encodeResult(value: unknown): Buffer | string | undefined {
   if (value === undefined) return undefined;

@@ -189,8 +189,9 @@ export class Queue {
     return this.run(P.popMany(this.name, count, opts));
   }
   /**
-   * ORCA.ACK: the delivery succeeded; `result` (Buffers as they are, anything else as JSON)
-   * is kept for `ttlMs`. Rejects with LeaseLostError (JobCancelledError) if not held.
+   * ORCA.ACK: the delivery succeeded; `result` (Buffers as they are, `undefined` keeps none,
+   * anything else as JSON, `null` included) is kept for `ttlMs`. Rejects with LeaseLostError
+   * (JobCancelledError) if not held.
    */
   ack(d: Delivery, opts: { result?: unknown; ttlMs?: number } = {}): Promise<void> {
     const [key, lease] = delivery(d);

@@ -12,7 +12,7 @@ import { EventEmitter } from "node:events";
 import type Redis from "ioredis";
 
 import { blockingConnection, commandConnection } from "./connection";
-import { LeaseLostError, JobCancelledError, mapError } from "./errors";
+import { LeaseLostError, JobCancelledError, ResultTooLargeError, mapError } from "./errors";
 import { encodeResult } from "./keys";
 import type * as P from "./protocol";
 import { Queue, run } from "./queue";
@@ -57,7 +57,10 @@ export interface WorkerOptions {
   resultTtlMs?: number;
   /** NACK delay (default: the server's exponential backoff). */
   nackDelayMs?: number;
-  /** Close on SIGTERM/SIGINT (a second signal skips the grace). Default true. */
+  /**
+   * Close on SIGTERM/SIGINT (a second signal skips the grace). Default true. The worker never
+   * exits the process: it ends once running handlers have settled (honour `job.signal`).
+   */
   handleSignals?: boolean;
   /** Start at once (default true); otherwise call `run()`. */
   autorun?: boolean;
@@ -68,6 +71,11 @@ interface Running {
   job: Job;
   lastBeat: number;
   finished: boolean;
+}
+
+function integer(name: string, value: unknown, low: number, why = ""): void {
+  if (!(Number.isSafeInteger(value) && (value as number) >= low))
+    throw new RangeError(`${name} must be an integer >= ${low}${why}`);
 }
 
 // Lease tokens are unique within a queue.
@@ -129,14 +137,20 @@ export class Worker extends EventEmitter {
     this.concurrency = opts.concurrency ?? 1;
     this.leaseMs = opts.leaseMs ?? 300_000;
     this.graceMs = opts.graceMs ?? 30_000;
+    // The same rules (and words) as the Python client's. What the server gets (LEASE, BLOCK,
+    // TTL, DELAY) must be integers; grace and heartbeat periods are local times.
+    integer("concurrency", this.concurrency, 1);
+    integer("leaseMs", this.leaseMs, 1000, " (heartbeats run at about a third of it)");
+    integer("blockMs", opts.blockMs ?? 5000, 1, " (the worker must notice a stop)");
     this.heartbeatMs = opts.heartbeatMs ?? Math.floor(this.leaseMs / 3);
-    this.batch = Math.ceil(this.concurrency / 2);
-    if (!Number.isInteger(this.concurrency) || this.concurrency < 1)
-      throw new RangeError("concurrency must be an integer >= 1");
-    if (this.leaseMs < 1000)
-      throw new RangeError("leaseMs must be >= 1000 (heartbeats run at about a third of it)");
     if (!(this.heartbeatMs > 0 && this.heartbeatMs < this.leaseMs))
       throw new RangeError("heartbeatMs must be between 0 and leaseMs");
+    if (!(this.graceMs >= 0)) throw new RangeError("graceMs must be >= 0");
+    if (this.graceMs > 2 ** 31 - 1)
+      throw new RangeError("graceMs must be at most 2147483647 (a longer Node timer fires at once)");
+    if (opts.resultTtlMs !== undefined) integer("resultTtlMs", opts.resultTtlMs, 0);
+    if (opts.nackDelayMs !== undefined) integer("nackDelayMs", opts.nackDelayMs, 0);
+    this.batch = Math.ceil(this.concurrency / 2);
     this.strategy = new FetchStrategy(
       this.queues.map((q) => q.name),
       {
@@ -384,21 +398,32 @@ export class Worker extends EventEmitter {
     error: unknown,
     failed: boolean,
   ): Promise<void> {
+    if (failed) return this.fail(job, error);
     try {
-      if (!failed) {
-        await run(this.conn, this.strategy.ack(job, result));
-        this.counts.completed++;
-        this.emitSafe("completed", job, value);
-      } else {
-        const outcome: NackOutcome = await run(this.conn, this.strategy.nack(job));
-        this.counts.failed++;
-        const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-        this.log.warn(`job ${job.key} failed (attempt ${job.attempt}; ${outcome.outcome}): ${text}`);
-        this.emitSafe("failed", job, error, outcome);
-      }
+      await run(this.conn, this.strategy.ack(job, result));
     } catch (e) {
-      this.finishFailed(job, e, failed ? "nack" : "ack");
+      // A result the server refuses as too large changed nothing: the delivery failed.
+      if (e instanceof ResultTooLargeError) return this.fail(job, e);
+      this.finishFailed(job, e, "ack");
+      return;
     }
+    this.counts.completed++;
+    this.emitSafe("completed", job, value);
+  }
+
+  /** NACKs a failed delivery; its outcome goes to the `failed` event. */
+  private async fail(job: Job, error: unknown): Promise<void> {
+    let outcome: NackOutcome;
+    try {
+      outcome = await run(this.conn, this.strategy.nack(job));
+    } catch (e) {
+      this.finishFailed(job, e, "nack");
+      return;
+    }
+    this.counts.failed++;
+    const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    this.log.warn(`job ${job.key} failed (attempt ${job.attempt}; ${outcome.outcome}): ${text}`);
+    this.emitSafe("failed", job, error, outcome);
   }
 
   /** ACK ... NEXT: the job the reply brings runs in the same slot (or is handed back at a stop). */
@@ -409,7 +434,9 @@ export class Worker extends EventEmitter {
       this.counts.completed++;
       this.emitSafe("completed", job, value);
     } catch (e) {
-      this.finishFailed(job, e, "ack");
+      // Refused as too large, the ACK handed nothing out: NACK, and the pump refills the slot.
+      if (e instanceof ResultTooLargeError) await this.fail(job, e);
+      else this.finishFailed(job, e, "ack");
     }
     this.reserved--;
     if (next) {

@@ -5,7 +5,15 @@
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 
-import { Job, Queue, Worker, WorkerOptions } from "../src";
+import {
+  InvalidArgumentError,
+  Job,
+  NackOutcome,
+  Queue,
+  ResultTooLargeError,
+  Worker,
+  WorkerOptions,
+} from "../src";
 import { Server, calls, cfg, waitFor } from "./server";
 
 const quiet = { debug() {}, info() {}, warn() {}, error() {} };
@@ -175,4 +183,32 @@ describe("Worker with ACK ... NEXT and MPOP", () => {
     assert.deepEqual(outcomes, Array(10).fill("retry"));
     assert.equal((await q.stats()).delayed, 10);
   });
+
+  for (const shape of ["ACK ... NEXT", "plain ACK", "a second queue's ACK"] as const) {
+    it(`a result over orca.max-payload-bytes is a failure (${shape}) and the worker goes on`, async () => {
+      const { r } = await own();
+      await r.config("SET", "orca.max-payload-bytes", "1000");
+      const q = new Queue(r, "big");
+      const other = new Queue(r, "first");
+      const big = (await q.enqueue(cfg("big"))).key;
+      const small = (await q.enqueue(cfg("small", { priority: 10 }))).key;
+      const failed: [string, unknown, NackOutcome][] = [];
+      const w = start(
+        shape === "a second queue's ACK" ? [other, q] : q,
+        (job) => ((job.config as { key: string }).key === "big" ? "x".repeat(5000) : "ok"),
+        { concurrency: 1, leaseMs: 60_000, nackDelayMs: 60_000, ackNext: shape !== "plain ACK" },
+      );
+      w.on("failed", (job: Job, err: unknown, out: NackOutcome) => failed.push([job.key, err, out]));
+      await waitFor(() => failed.length === 1 && w.counts.completed === 1, 5000);
+      await w.close();
+      const [key, err, out] = failed[0]!;
+      assert.equal(key, big);
+      assert.ok(err instanceof ResultTooLargeError && err instanceof InvalidArgumentError);
+      assert.match(err.message, /orca\.max-payload-bytes/);
+      assert.equal(out.outcome, "retry");
+      assert.equal((await q.status(big))?.state, "delayed");
+      assert.equal((await q.result(small))?.toString(), '"ok"');
+      assert.deepEqual(w.counts, { completed: 1, failed: 1, lost: 0, handedBack: 0 });
+    });
+  }
 });

@@ -66,6 +66,16 @@ describe("Worker", () => {
     assert.equal(failures[0]![1].outcome, "retry");
   });
 
+  it("keeps no result for undefined, and null as JSON", async () => {
+    const q = new Queue(r, qname());
+    const none = (await q.enqueue(cfg("none"))).key;
+    const nul = (await q.enqueue(cfg("null", { priority: 5 }))).key;
+    const w = start(q, (job) => ((job.config as { key: string }).key === "null" ? null : undefined));
+    await waitFor(() => w.counts.completed === 2);
+    assert.equal(await q.result(none), null);
+    assert.equal((await q.result(nul))?.toString(), "null");
+  });
+
   it("treats a result that cannot be JSON as a failure", async () => {
     const q = new Queue(r, qname());
     const key = (await q.enqueue(cfg("odd"))).key;
@@ -220,6 +230,42 @@ describe("Worker", () => {
     assert.equal(done[0], key);
     await w.close();
     c.disconnect();
+  });
+
+  it("validates every numeric option", () => {
+    const q = new Queue(r, qname());
+    const bad: [WorkerOptions, RegExp][] = [
+      [{ concurrency: 0 }, /^concurrency must be an integer >= 1$/],
+      [{ concurrency: 1.5 }, /^concurrency must be an integer >= 1$/],
+      [{ leaseMs: 999 }, /^leaseMs must be an integer >= 1000/],
+      [{ leaseMs: NaN }, /^leaseMs must be an integer >= 1000/],
+      [{ leaseMs: 1500.5 }, /^leaseMs must be an integer >= 1000/],
+      [{ blockMs: 0 }, /^blockMs must be an integer >= 1/],
+      [{ blockMs: 0.5 }, /^blockMs must be an integer >= 1/],
+      [{ graceMs: -1 }, /^graceMs must be >= 0$/],
+      [{ graceMs: NaN }, /^graceMs must be >= 0$/],
+      [{ graceMs: Infinity }, /^graceMs must be at most 2147483647/],
+      [{ heartbeatMs: 0 }, /^heartbeatMs must be between 0 and leaseMs$/],
+      [{ heartbeatMs: NaN }, /^heartbeatMs must be between 0 and leaseMs$/],
+      [{ resultTtlMs: -1 }, /^resultTtlMs must be an integer >= 0$/],
+      [{ resultTtlMs: 1.5 }, /^resultTtlMs must be an integer >= 0$/],
+      [{ nackDelayMs: -1 }, /^nackDelayMs must be an integer >= 0$/],
+      [{ nackDelayMs: "5" as unknown as number }, /^nackDelayMs must be an integer >= 0$/],
+    ];
+    for (const [opts, message] of bad)
+      assert.throws(
+        () => new Worker(q, () => undefined, { handleSignals: false, autorun: false, ...opts }),
+        (e: unknown) => e instanceof RangeError && message.test(e.message),
+        JSON.stringify(opts),
+      );
+    const w = new Worker(q, () => undefined, {
+      handleSignals: false,
+      autorun: false,
+      graceMs: 0,
+      resultTtlMs: 0,
+      nackDelayMs: 0,
+    });
+    return w.close(); // the lowest values are accepted
   });
 
   it("never re-sends a blocking pop after its connection dies", async () => {

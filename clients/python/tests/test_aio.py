@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
+import threading
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -61,6 +63,21 @@ async def test_queue_commands(ar: redis.asyncio.Redis, qname: str) -> None:
         await q.requeue_dead(jobs[0].key)
     assert [j async for j in q.iter_dead()] == [] and await q.dead() == []
     assert await q.purge_dead() == 0
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+async def test_result_is_bytes_even_with_decode_responses(
+    server: Server, qname: str, protocol: int
+) -> None:
+    c = redis.asyncio.Redis(port=server.port, protocol=protocol, decode_responses=True)
+    q = Queue(c, qname)
+    await q.enqueue(cfg("bin"))
+    job = await q.pop(lease_ms=10000)
+    assert job is not None
+    await q.ack(job, result=b"\xff\x00\xfe")
+    assert await q.result(job.key) == b"\xff\x00\xfe"
+    assert await q.result("no-such-key") is None
+    await c.aclose()
 
 
 def make(queue: Queue, handler: Any, **kw: Any) -> tuple[Worker, asyncio.Task[None]]:
@@ -170,3 +187,132 @@ async def test_worker_stop_hands_back_and_wakes_at_once(
     st = await q.status(slow)
     assert st is not None and st.state == "queued" and st.immediate and st.created_at == created
     assert cancelled == [True] and w.counts["handed_back"] == 1
+
+
+async def test_worker_base_exception_from_a_handler_is_a_failure(
+    ar: redis.asyncio.Redis, qname: str
+) -> None:
+    """A handler raising a BaseException that is not an Exception fails the delivery like any
+    exception (on_failed, NACK); the worker goes on."""
+    q = Queue(ar, qname)
+    odd = (await q.enqueue(cfg("odd"))).key
+    fine = (await q.enqueue(cfg("fine", priority=10))).key
+    failed: list[BaseException] = []
+
+    async def handler(job: Job) -> str:
+        if job.key == odd:
+            raise GeneratorExit("odd")
+        return "ok"
+
+    w, task = make(
+        q, handler, nack_delay_ms=60_000, on_failed=lambda job, exc, out: failed.append(exc)
+    )
+    await until(lambda: w.counts["completed"] == 1, timeout=5)
+    await w.close()
+    await task
+    assert len(failed) == 1 and isinstance(failed[0], GeneratorExit)
+    assert (await q.status(odd) or Job("")).state == "delayed"
+    assert await q.result(fine) == b'"ok"'
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Task.cancelling() is Python 3.11+")
+async def test_worker_cancelled_error_inside_a_handler_is_a_failure(
+    ar: redis.asyncio.Redis, qname: str
+) -> None:
+    """A CancelledError raised inside a handler (it awaited a task that was cancelled) while
+    its own task is not being cancelled fails the delivery; the slot goes on."""
+    q = Queue(ar, qname)
+    odd = (await q.enqueue(cfg("odd"))).key
+    fine = (await q.enqueue(cfg("fine", priority=10))).key
+    failed: list[BaseException] = []
+
+    async def handler(job: Job) -> str:
+        if job.key == odd:
+            sub = asyncio.create_task(asyncio.sleep(10))
+            await asyncio.sleep(0)
+            sub.cancel()
+            await sub
+        return "ok"
+
+    w, task = make(
+        q, handler, nack_delay_ms=60_000, on_failed=lambda job, exc, out: failed.append(exc)
+    )
+    await until(lambda: w.counts["completed"] == 1, timeout=5)
+    await w.close()
+    await task
+    assert len(failed) == 1 and isinstance(failed[0], asyncio.CancelledError)
+    assert (await q.status(odd) or Job("")).state == "delayed"
+    assert await q.result(fine) == b'"ok"'
+
+
+@pytest.mark.parametrize(
+    ("exc_type", "threaded"), [(SystemExit, False), (KeyboardInterrupt, False), (SystemExit, True)]
+)
+async def test_worker_system_exit_in_a_handler_stops_gracefully(
+    ar: redis.asyncio.Redis, qname: str, exc_type: type[BaseException], threaded: bool
+) -> None:
+    """SystemExit / KeyboardInterrupt from a handler (async, or plain in a thread): the
+    delivery is NACKed as failed, the worker stops as on SIGTERM (the other running job
+    finishes within the grace, heartbeats and the event loop carry on), and run() re-raises
+    it."""
+    q = Queue(ar, qname)
+    slow = (await q.enqueue(cfg("slow", priority=0))).key
+    leaving = (await q.enqueue(cfg("leaving", priority=5))).key
+    later = (await q.enqueue(cfg("later", priority=10))).key
+    slow_began, release = threading.Event(), threading.Event()
+    failed: list[tuple[str, BaseException]] = []
+
+    def plain(job: Job) -> str:
+        if job.key == slow:
+            slow_began.set()
+            assert release.wait(20)
+            return "slow done"
+        assert slow_began.wait(20)
+        raise exc_type("bye")
+
+    async def handler(job: Job) -> str:
+        if job.key == slow:
+            slow_began.set()
+            while not release.is_set():
+                await asyncio.sleep(0.01)
+            return "slow done"
+        while not slow_began.is_set():
+            await asyncio.sleep(0.01)
+        raise exc_type("bye")
+
+    w = Worker(
+        q,
+        plain if threaded else handler,
+        concurrency=2,
+        lease_ms=1000,  # heartbeats must go on while the slow job finishes
+        grace_ms=10_000,
+        nack_delay_ms=60_000,
+        handle_signals=False,
+        on_failed=lambda job, exc, out: failed.append((job.key, exc)),
+    )
+    raised: list[BaseException] = []
+
+    async def runner() -> None:
+        try:
+            await w.run()
+        except BaseException as e:
+            raised.append(e)
+
+    task = asyncio.create_task(runner())
+    try:
+        await until(lambda: bool(failed), timeout=5)
+        assert failed[0][0] == leaving and isinstance(failed[0][1], exc_type)
+        await asyncio.sleep(1.5)  # longer than the lease: the slow job's lease is extended
+        assert not task.done()  # waiting for the slow job, within the grace
+        release.set()
+        await asyncio.wait_for(task, 10)
+    finally:
+        release.set()
+        w.stop(now=True)
+        await asyncio.wait_for(task, 10)
+    assert len(raised) == 1 and isinstance(raised[0], exc_type)
+    assert await q.result(slow) == b'"slow done"'
+    assert (await q.status(leaving) or Job("")).state == "delayed"
+    st = await q.status(later)
+    assert st is not None and st.state == "queued" and st.leases == []
+    assert w.counts == {"completed": 1, "failed": 1, "lost": 0, "handed_back": 0}

@@ -12,7 +12,7 @@ import pytest
 import redis.asyncio
 from conftest import Server, cfg
 
-from orca_queue import Job, JobNotQueuedError
+from orca_queue import Job, JobNotQueuedError, NackOutcome, ResultTooLargeError
 from orca_queue.aio import Queue, Worker, mpop, mpop_many
 
 
@@ -136,3 +136,39 @@ async def test_next_job_during_shutdown_is_handed_back(
     assert st is not None and (st.state, st.immediate, st.leases) == ("queued", True, [])
     assert w.counts["handed_back"] == 1 and w.counts["completed"] == 1
     assert await q.result(first) == b'"done"'
+
+
+@pytest.mark.parametrize("shape", ["ack-next", "plain-ack", "second-queue"])
+async def test_result_over_the_payload_limit_is_a_failure(
+    shape: str, own: tuple[Server, redis.asyncio.Redis]
+) -> None:
+    """An ACK refused for a result over orca.max-payload-bytes NACKs the delivery (on_failed
+    with the server's error), and the worker goes on taking jobs."""
+    _, c = own
+    await c.config_set("orca.max-payload-bytes", 1000)
+    q, other = Queue(c, "big"), Queue(c, "first")
+    big = (await q.enqueue(cfg("big"))).key
+    small = (await q.enqueue(cfg("small", priority=10))).key
+    failed: list[tuple[str, BaseException, NackOutcome | None]] = []
+
+    async def handler(job: Job) -> str:
+        return "x" * 5000 if job.config["key"] == "big" else "ok"
+
+    w, task = make(
+        [other, q] if shape == "second-queue" else q,
+        handler,
+        lease_ms=60_000,
+        nack_delay_ms=60_000,
+        ack_next=shape != "plain-ack",
+        on_failed=lambda job, exc, out: failed.append((job.key, exc, out)),
+    )
+    await until(lambda: bool(failed) and w.counts["completed"] == 1, timeout=5)
+    await w.close()
+    await task
+    key, exc, out = failed[0]
+    assert key == big and isinstance(exc, ResultTooLargeError)
+    assert out is not None and out.outcome == "retry"
+    st = await q.status(big)
+    assert st is not None and st.state == "delayed"
+    assert await q.result(small) == b'"ok"'
+    assert w.counts == {"completed": 1, "failed": 1, "lost": 0, "handed_back": 0}

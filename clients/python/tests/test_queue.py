@@ -227,6 +227,20 @@ def test_decode_responses_client(server: Server, qname: str) -> None:
     assert q.result(job.key) == b'"done"'
 
 
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_result_is_bytes_even_with_decode_responses(
+    server: Server, qname: str, protocol: int
+) -> None:
+    """A result that is not UTF-8 reads back as the same bytes on a decoding client."""
+    q = Queue(server.client(decode_responses=True, protocol=protocol), qname)
+    q.enqueue(cfg("bin"))
+    job = q.pop(lease_ms=10000)
+    assert job is not None
+    q.ack(job, result=b"\xff\x00\xfe")
+    assert q.result(job.key) == b"\xff\x00\xfe"
+    assert q.result("no-such-key") is None
+
+
 def test_blocking_pop_needs_a_timeout_above_block(server: Server, qname: str) -> None:
     q = Queue(server.client(socket_timeout=1), qname)
     with pytest.raises(ValueError, match="socket_timeout"):

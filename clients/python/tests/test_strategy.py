@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import pytest
+import redis
+import redis.asyncio
 
-from orca_queue import Job
+from orca_queue import Job, Queue, Worker
+from orca_queue.aio import Queue as AioQueue
+from orca_queue.aio import Worker as AioWorker
 from orca_queue.strategy import MAX_POP_COUNT, FetchStrategy
 
 
@@ -60,3 +64,34 @@ def test_hand_back_is_reenqueue_at_arrival_then_nack() -> None:
         FetchStrategy([], lease_ms=5000, block_ms=1000)
     with pytest.raises(ValueError):
         FetchStrategy(["q"], lease_ms=0, block_ms=1000)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("concurrency", 0, "concurrency must be an integer >= 1"),
+        ("concurrency", 1.5, "concurrency must be an integer >= 1"),
+        ("lease_ms", 999, "lease_ms must be an integer >= 1000"),
+        ("lease_ms", 1500.5, "lease_ms must be an integer >= 1000"),
+        ("block_ms", 0, "block_ms must be an integer >= 1"),
+        ("block_ms", 0.5, "block_ms must be an integer >= 1"),
+        ("grace_ms", -1, "grace_ms must be >= 0"),
+        ("grace_ms", float("nan"), "grace_ms must be >= 0"),
+        ("heartbeat_ms", 0, "heartbeat_ms must be between 0 and lease_ms"),
+        ("heartbeat_ms", float("nan"), "heartbeat_ms must be between 0 and lease_ms"),
+        ("result_ttl_ms", -1, "result_ttl_ms must be an integer >= 0"),
+        ("result_ttl_ms", 1.5, "result_ttl_ms must be an integer >= 0"),
+        ("nack_delay_ms", -1, "nack_delay_ms must be an integer >= 0"),
+        ("nack_delay_ms", True, "nack_delay_ms must be an integer >= 0"),
+    ],
+)
+def test_worker_options_are_validated(option: str, value: object, message: str) -> None:
+    """Every numeric option is checked when the worker is made (as the TypeScript client
+    does), not refused by the server at the first pop or ACK."""
+    q = Queue(redis.Redis(), "q")  # never connects
+    with pytest.raises(ValueError, match=message):
+        Worker(q, lambda job: None, **{option: value})  # type: ignore[arg-type]
+    aq = AioQueue(redis.asyncio.Redis(), "q")
+    with pytest.raises(ValueError, match=message):
+        AioWorker(aq, lambda job: None, **{option: value})  # type: ignore[arg-type]
+    Worker(q, lambda job: None, grace_ms=0, result_ttl_ms=0, nack_delay_ms=0)  # the lowest

@@ -12,7 +12,15 @@ import redis
 from conftest import Server, cfg
 from workers import Running, calls, start, wait_for
 
-from orca_queue import Job, JobFailed, NackOutcome, Queue, Worker, blocking_client
+from orca_queue import (
+    Job,
+    JobFailed,
+    NackOutcome,
+    Queue,
+    ResultTooLargeError,
+    Worker,
+    blocking_client,
+)
 
 
 def test_acks_with_results_and_hooks(r: redis.Redis, qname: str, started: list[Running]) -> None:
@@ -91,6 +99,16 @@ def test_expected_failures_log_one_line(
     }
     assert "\n" not in lines["JobFailed: web app said 503"]
     assert "Traceback" in lines["RuntimeError: bug in the handler"]
+
+
+def test_none_keeps_no_result(r: redis.Redis, qname: str, started: list[Running]) -> None:
+    q = Queue(r, qname)
+    key = q.enqueue(cfg("none")).key
+    run = start(started, q, lambda job: None)
+    wait_for(lambda: run.worker.counts["completed"] == 1)
+    assert q.result(key) is None
+    st = q.stats()
+    assert st.results == 0
 
 
 def test_heartbeats_keep_a_long_job(r: redis.Redis, qname: str, started: list[Running]) -> None:
@@ -254,3 +272,133 @@ def test_blocks_instead_of_polling_an_empty_queue(started: list[Running]) -> Non
         started[-1].stop()
     finally:
         own.stop()
+
+
+@pytest.mark.parametrize("shape", ["ack-next", "plain-ack", "second-queue"])
+def test_result_over_the_payload_limit_is_a_failure(shape: str, started: list[Running]) -> None:
+    """The server refuses an ACK whose RESULT is over orca.max-payload-bytes: the worker
+    NACKs the delivery (a failure, on_failed with the server's error) and goes on taking
+    jobs, whether the ACK was ``ACK ... NEXT``, a plain ACK or one pipelined with a pop."""
+    own = Server()  # a server of its own: its payload limit is lowered
+    try:
+        r = own.client()
+        r.config_set("orca.max-payload-bytes", 1000)
+        q, other = Queue(r, "big"), Queue(r, "first")
+        big = q.enqueue(cfg("big")).key
+        small = q.enqueue(cfg("small", priority=10)).key
+        failed: list[tuple[str, BaseException, NackOutcome | None]] = []
+        run = start(
+            started,
+            [other, q] if shape == "second-queue" else q,
+            lambda job: "x" * 5000 if job.config["key"] == "big" else "ok",
+            lease_ms=60_000,
+            nack_delay_ms=60_000,
+            ack_next=shape != "plain-ack",
+            on_failed=lambda job, exc, out: failed.append((job.key, exc, out)),
+        )
+        wait_for(lambda: bool(failed) and q.result(small) is not None, timeout=5)
+        key, exc, out = failed[0]
+        assert key == big and isinstance(exc, ResultTooLargeError)
+        assert "orca.max-payload-bytes" in str(exc)
+        assert out is not None and out.outcome == "retry"
+        st = q.status(big)
+        assert st is not None and st.state == "delayed"  # nacked, waiting for its retry
+        assert q.result(small) == b'"ok"'
+        run.stop()
+        assert run.worker.counts == {"completed": 1, "failed": 1, "lost": 0, "handed_back": 0}
+    finally:
+        own.stop()
+
+
+def test_a_base_exception_from_a_handler_is_a_failure(
+    r: redis.Redis, qname: str, started: list[Running]
+) -> None:
+    """A handler raising a BaseException that is not an Exception (here GeneratorExit) fails
+    the delivery like any exception; the slot stays usable."""
+    q = Queue(r, qname)
+    odd = q.enqueue(cfg("odd")).key
+    fine = q.enqueue(cfg("fine", priority=10)).key
+    failed: list[BaseException] = []
+
+    def handler(job: Job) -> str:
+        if job.key == odd:
+            raise GeneratorExit("odd")
+        return "ok"
+
+    run = start(
+        started,
+        q,
+        handler,
+        nack_delay_ms=60_000,
+        on_failed=lambda job, exc, out: failed.append(exc),
+    )
+    wait_for(lambda: q.result(fine) is not None, timeout=5)
+    assert len(failed) == 1 and isinstance(failed[0], GeneratorExit)
+    st = q.status(odd)
+    assert st is not None and st.state == "delayed"
+    run.stop()
+    assert run.worker.counts["failed"] == 1 and run.worker.counts["completed"] == 1
+
+
+@pytest.mark.parametrize("exc_type", [SystemExit, KeyboardInterrupt])
+def test_system_exit_in_a_handler_stops_the_worker_gracefully(
+    r: redis.Redis, qname: str, exc_type: type[BaseException], caplog: pytest.LogCaptureFixture
+) -> None:
+    """SystemExit / KeyboardInterrupt from a handler: the delivery is NACKed as failed, the
+    worker stops as on SIGTERM (the other running job finishes within the grace), and run()
+    re-raises the exception."""
+    q = Queue(r, qname)
+    slow = q.enqueue(cfg("slow", priority=0)).key
+    leaving = q.enqueue(cfg("leaving", priority=5)).key
+    later = q.enqueue(cfg("later", priority=10)).key
+    slow_began, release = threading.Event(), threading.Event()
+    failed: list[tuple[str, BaseException]] = []
+
+    def handler(job: Job) -> str:
+        if job.key == slow:
+            slow_began.set()
+            assert release.wait(20)
+            return "slow done"
+        assert slow_began.wait(20)
+        raise exc_type("bye")
+
+    worker = Worker(
+        q,
+        handler,
+        concurrency=2,
+        grace_ms=10_000,
+        nack_delay_ms=60_000,
+        handle_signals=False,
+        on_failed=lambda job, exc, out: failed.append((job.key, exc)),
+    )
+    raised: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            worker.run()
+        except BaseException as e:
+            raised.append(e)
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    try:
+        wait_for(lambda: bool(failed), timeout=5)
+        assert failed[0][0] == leaving and isinstance(failed[0][1], exc_type)
+        time.sleep(0.3)
+        assert t.is_alive()  # waiting for the slow job, within the grace
+        release.set()
+        t.join(10)
+        assert not t.is_alive()
+    finally:
+        release.set()
+        worker.stop(now=True)
+        t.join(10)
+    assert len(raised) == 1 and isinstance(raised[0], exc_type)
+    assert q.result(slow) == b'"slow done"'
+    st = q.status(leaving)
+    assert st is not None and st.state == "delayed"  # nacked
+    st = q.status(later)
+    assert st is not None and st.state == "queued" and st.leases == []  # never taken
+    assert worker.counts == {"completed": 1, "failed": 1, "lost": 0, "handed_back": 0}
+    logged = [m.getMessage() for m in caplog.records]
+    assert any("failed (" in m and "Traceback" in m for m in logged)

@@ -23,6 +23,7 @@ from .errors import (
     NoSuchJobError,
     OrcaError,
     QueueFullError,
+    ResultTooLargeError,
     WrongTypeError,
 )
 from .keys import config_orca_key, orca_key
@@ -58,6 +59,7 @@ __all__ = [
     "QueueFullError",
     "QueueSettings",
     "QueueStats",
+    "ResultTooLargeError",
     "TickReport",
     "WaitStats",
     "Worker",

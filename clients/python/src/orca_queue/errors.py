@@ -93,7 +93,12 @@ class InvariantError(OrcaError):
 
 class InvalidArgumentError(OrcaError):
     """An option or argument was refused (bad integer, unknown option, COUNT out of range,
-    time out of range, result too large, BLOCK inside MULTI, ...)."""
+    time out of range, BLOCK inside MULTI, ...)."""
+
+
+class ResultTooLargeError(InvalidArgumentError):
+    """ORCA.ACK refused its ``RESULT``: over ``orca.max-payload-bytes``. Nothing changed (the
+    lease is still held); a worker NACKs the delivery as failed with this error."""
 
 
 # (server text prefix, class), first match wins. "ERR " is already stripped by redis-py.
@@ -116,6 +121,7 @@ _BY_PREFIX: tuple[tuple[str, type[OrcaError]], ...] = (
     ("'gate' must be", BadConfigError),
     ("gate must not be empty", BadConfigError),
     ("gate is ", BadConfigError),
+    ("result is ", ResultTooLargeError),
     ("internal error in the orca module", OrcaError),
 )
 

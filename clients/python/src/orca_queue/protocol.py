@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, Optional, TypeVar
 
+from redis.client import NEVER_DECODE
 from redis.exceptions import ResponseError
 
 from .errors import InvariantError, OrcaError, map_error
@@ -32,18 +33,25 @@ from .types import (
 T = TypeVar("T")
 
 
-def execute(client: Any, args: tuple[Any, ...]) -> Any:
-    """``client.execute_command(*args)`` (redis-py leaves it untyped); on a pipeline it
-    queues the command."""
-    return client.execute_command(*args)
+def execute(client: Any, args: tuple[Any, ...], options: Optional[Mapping[str, Any]] = None) -> Any:
+    """``client.execute_command(*args, **options)`` (redis-py leaves it untyped); on a
+    pipeline it queues the command."""
+    return client.execute_command(*args, **(options or {}))
+
+
+# redis-py's own option (what its DUMP uses): read this reply as bytes, even on a client with
+# decode_responses=True. Honoured by redis.Redis, redis.asyncio.Redis and their pipelines.
+_RAW_REPLY: Mapping[str, Any] = {NEVER_DECODE: []}
 
 
 @dataclass(frozen=True)
 class Command(Generic[T]):
-    """One command: its arguments and the function that decodes its reply."""
+    """One command: its arguments, the function that decodes its reply, and redis-py's
+    options for ``execute_command`` (how the reply is read)."""
 
     args: tuple[Any, ...]
     parse: Callable[[Any], T]
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 def encode_result(value: Any) -> Optional[bytes]:
@@ -163,7 +171,9 @@ def dead_purge(q: str) -> Command[int]:
 
 
 def result(q: str, key: str) -> Command[Optional[bytes]]:
-    return Command(("ORCA.RESULT", q, key), _opt_raw)
+    """ORCA.RESULT: the bytes as stored (any bytes, not decoded whatever the client's
+    ``decode_responses``)."""
+    return Command(("ORCA.RESULT", q, key), _opt_raw, _RAW_REPLY)
 
 
 def _autodelay(value: AutoDelayArg) -> list[Any]:

@@ -37,7 +37,7 @@ class Queue:
 
     def _run(self, cmd: P.Command[T]) -> T:
         try:
-            reply = execute(self.client, cmd.args)
+            reply = execute(self.client, cmd.args, cmd.options)
         except ResponseError as e:
             raise map_error(e) from None
         return cmd.parse(reply)
@@ -237,9 +237,9 @@ class Queue:
         result: Any = None,
         ttl_ms: Optional[int] = None,
     ) -> None:
-        """ORCA.ACK: the delivery succeeded. ``result`` (bytes as they are, anything else
-        as JSON) is kept for ``ttl_ms``. Raises :class:`LeaseLostError` if the lease is
-        not held (:class:`JobCancelledError` if the job was deleted)."""
+        """ORCA.ACK: the delivery succeeded. ``result`` (bytes as they are, ``None`` keeps
+        none, anything else as JSON) is kept for ``ttl_ms``. Raises :class:`LeaseLostError`
+        if the lease is not held (:class:`JobCancelledError` if the job was deleted)."""
         key, token = P.job_and_lease(job, lease)
         self._run(P.ack(self.name, key, token, P.encode_result(result), ttl_ms))
 
@@ -291,7 +291,7 @@ class Queue:
     def _pipeline(self, cmds: builtins.list[P.Command[T]]) -> builtins.list[Union[T, OrcaError]]:
         pipe = self.client.pipeline(transaction=False)
         for c in cmds:
-            execute(pipe, c.args)
+            execute(pipe, c.args, c.options)
         return P.parse_pipeline(cmds, pipe.execute(raise_on_error=False))
 
 

@@ -12,7 +12,7 @@ from typing import Any, Optional
 from redis.exceptions import ResponseError
 
 from . import protocol as P
-from .errors import JobCancelledError, JobFailed, LeaseLostError, map_error
+from .errors import JobCancelledError, JobFailed, LeaseLostError, ResultTooLargeError, map_error
 from .strategy import FetchStrategy
 from .types import Job, NackOutcome
 
@@ -21,6 +21,11 @@ log = logging.getLogger("orca_queue.worker")
 OnCompleted = Callable[[Job, Any], None]
 OnFailed = Callable[[Job, BaseException, Optional[NackOutcome]], None]
 OnLost = Callable[[Job, str], None]
+
+
+def _integer(name: str, value: object, low: int, why: str = "") -> None:
+    if isinstance(value, bool) or not (isinstance(value, int) and value >= low):
+        raise ValueError(f"{name} must be an integer >= {low}{why}")
 
 
 @dataclass
@@ -38,16 +43,21 @@ class WorkerOptions:
     ack_next: bool = True
 
     def __post_init__(self) -> None:
-        if self.concurrency < 1:
-            raise ValueError("concurrency must be >= 1")
-        if self.lease_ms < 1000:
-            raise ValueError("lease_ms must be >= 1000 (heartbeats run at about a third of it)")
+        # The same rules (and words) as the TypeScript client's. What the server gets (LEASE,
+        # BLOCK, TTL, DELAY) must be integers; grace and heartbeat periods are local times.
+        _integer("concurrency", self.concurrency, 1)
+        _integer("lease_ms", self.lease_ms, 1000, " (heartbeats run at about a third of it)")
+        _integer("block_ms", self.block_ms, 1, " (the worker must notice a stop)")
         if self.heartbeat_ms is None:
             self.heartbeat_ms = self.lease_ms // 3
         if not 0 < self.heartbeat_ms < self.lease_ms:
             raise ValueError("heartbeat_ms must be between 0 and lease_ms")
-        if self.grace_ms < 0:
+        if not self.grace_ms >= 0:  # NaN too
             raise ValueError("grace_ms must be >= 0")
+        if self.result_ttl_ms is not None:
+            _integer("result_ttl_ms", self.result_ttl_ms, 0)
+        if self.nack_delay_ms is not None:
+            _integer("nack_delay_ms", self.nack_delay_ms, 0)
 
     @property
     def beat_s(self) -> float:
@@ -165,7 +175,9 @@ class WorkerBase:
     are handed back. ``ack_next``: a slot that finishes a job takes its next one in the same
     round trip (``ORCA.ACK ... NEXT``); False: plain ACK/NACK, free slots are refilled by
     the fetcher. Hooks ``on_completed(job, result)``, ``on_failed(job, exc, outcome)``,
-    ``on_lost(job, reason)``; their exceptions are logged.
+    ``on_lost(job, reason)``; their exceptions are logged. A bad number (``concurrency`` or
+    ``lease_ms``/``block_ms``/``result_ttl_ms``/``nack_delay_ms`` not an integer in range,
+    ``heartbeat_ms`` not within the lease, ``grace_ms`` < 0) raises ``ValueError`` here.
     """
 
     def __init__(
@@ -211,6 +223,8 @@ class WorkerBase:
             ack_next=ack_next,
         )
         self.counts = {"completed": 0, "failed": 0, "lost": 0, "handed_back": 0}
+        # A SystemExit / KeyboardInterrupt a handler raised: run() re-raises it once stopped.
+        self._exit: Optional[BaseException] = None
         self._setup()
 
     def _setup(self) -> None:
@@ -218,6 +232,25 @@ class WorkerBase:
 
     def _count(self, what: str, n: int = 1) -> None:
         self.counts[what] += n
+
+    def _begin_stop(self) -> None:
+        """Stop taking jobs, with the grace period (as a first SIGTERM)."""
+        raise NotImplementedError
+
+    def _handler_raised(self, exc: BaseException) -> None:
+        """A handler raised ``exc``, which is not an ``Exception`` (its delivery is NACKed as
+        failed like for any exception). For ``SystemExit`` / ``KeyboardInterrupt`` the worker
+        begins its graceful stop and ``run()`` re-raises the first one once stopped."""
+        if not isinstance(exc, (SystemExit, KeyboardInterrupt)):
+            return
+        self.log.error(
+            "a handler raised %s: the worker stops (running jobs get the grace period) and "
+            "run() re-raises it",
+            type(exc).__name__,
+        )
+        if self._exit is None:
+            self._exit = exc
+        self._begin_stop()
 
     @staticmethod
     def _encode(
@@ -238,6 +271,23 @@ class WorkerBase:
         error it failed with (a result that cannot be encoded is one)."""
         result, error = self._encode(value, error)
         return self.strategy.finish(job, result, error is not None, take_next), error
+
+    def _refused_result(
+        self,
+        job: Job,
+        error: Optional[BaseException],
+        cmds: list[P.Command[Any]],
+        replies: list[Any],
+        take_next: bool,
+    ) -> Optional[tuple[list[P.Command[Any]], BaseException]]:
+        """When the server refused the ACK's result (over ``orca.max-payload-bytes``; the
+        lease is still held, nothing was handed out): the commands that NACK the delivery
+        instead, and the error it failed with. A pop that went with the refused ACK already
+        took its job, so the NACK then goes alone; after a refused ``ACK ... NEXT`` it comes
+        with a pop for the slot (see :meth:`FetchStrategy.finish`). None otherwise."""
+        if error is not None or not isinstance(replies[0], ResultTooLargeError):
+            return None
+        return self.strategy.finish(job, None, True, take_next and len(cmds) == 1), replies[0]
 
     def _after_finish(
         self,

@@ -73,8 +73,13 @@ class Worker(WorkerBase):
             self._hurry = True
         self._stop.set()
 
+    def _begin_stop(self) -> None:
+        self._stop.set()
+
     def run(self) -> None:
-        """Work until ``stop()`` or SIGTERM/SIGINT (a second signal skips the grace)."""
+        """Work until ``stop()`` or SIGTERM/SIGINT (a second signal skips the grace). A
+        ``SystemExit`` / ``KeyboardInterrupt`` raised by a handler stops the worker the same
+        way (its delivery NACKed as failed), then is raised here."""
         if self._started:
             raise RuntimeError("a Worker runs once")
         self._started = True
@@ -97,6 +102,8 @@ class Worker(WorkerBase):
             self._stop.set()
             self._shutdown(fetcher, beat)
             restore()
+        if self._exit is not None:
+            raise self._exit
 
     def _install_signals(self) -> Callable[[], None]:
         if (
@@ -194,13 +201,13 @@ class Worker(WorkerBase):
     def _pipeline(self, cmds: Sequence[P.Command[Any]]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
         for c in cmds:
-            execute(pipe, c.args)
+            execute(pipe, c.args, c.options)
         return list(pipe.execute(raise_on_error=False))
 
     # -- fetching -----------------------------------------------------------------------
     def _run(self, client: redis.Redis, cmd: P.Command[T]) -> T:
         try:
-            reply = execute(client, cmd.args)
+            reply = execute(client, cmd.args, cmd.options)
         except ResponseError as e:
             raise map_error(e) from None
         return cmd.parse(reply)
@@ -272,8 +279,10 @@ class Worker(WorkerBase):
                 error: Optional[BaseException] = None
                 try:
                     value = self.handler(r.job)
-                except Exception as e:
+                except BaseException as e:  # SystemExit too: see _handler_raised
                     error = e
+                    if not isinstance(e, Exception):
+                        self._handler_raised(e)
                 r = self._finish(r, value, error)  # the slot's next job, if it took one
 
     def _execute(self, cmds: list[P.Command[Any]]) -> list[Any]:
@@ -285,6 +294,13 @@ class Worker(WorkerBase):
             except ResponseError as e:
                 return [map_error(e)]
         return P.parse_pipeline(cmds, self._pipeline(cmds))
+
+    def _try_execute(self, cmds: list[P.Command[Any]]) -> list[Any]:
+        """:meth:`_execute`, with a connection error as the first command's reply."""
+        try:
+            return self._execute(cmds)
+        except RedisError as e:
+            return [e]
 
     def _finish(self, r: Running, value: Any, error: Optional[BaseException]) -> Optional[Running]:
         """Acks or nacks ``r``; returns the slot's next job (registered) when one was taken."""
@@ -299,10 +315,12 @@ class Worker(WorkerBase):
                 self.log.info("job %s: result dropped (%s)", job.key, job.abandoned)
                 return None
             cmds, error = self._finish_commands(job, value, error, take_next)
-            try:
-                replies = self._execute(cmds)
-            except RedisError as e:
-                replies = [e]
+            replies = self._try_execute(cmds)
+            refused = self._refused_result(job, error, cmds, replies, take_next)
+            if refused is not None:
+                nack, error = refused
+                again = self._try_execute(nack)
+                replies = [again[0], *replies[1:], *again[1:]]
             leased = self._after_finish(job, value, error, replies)
             return self._take(leased)
         finally:

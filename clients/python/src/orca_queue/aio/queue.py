@@ -33,7 +33,7 @@ class Queue:
 
     async def _run(self, cmd: P.Command[T]) -> T:
         try:
-            reply = await execute(self.client, cmd.args)
+            reply = await execute(self.client, cmd.args, cmd.options)
         except ResponseError as e:
             raise map_error(e) from None
         return cmd.parse(reply)
@@ -47,7 +47,7 @@ class Queue:
         cmds = [P.enqueue(self.name, c) for c in configs]
         async with self.client.pipeline(transaction=False) as pipe:
             for c in cmds:
-                execute(pipe, c.args)
+                execute(pipe, c.args, c.options)
             replies = await pipe.execute(raise_on_error=False)
         return P.parse_pipeline(cmds, replies)
 

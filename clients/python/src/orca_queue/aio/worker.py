@@ -41,6 +41,13 @@ def _key(job: Job) -> tuple[str, str]:
 Handler = Callable[[Job], Any] | Callable[[Job], Awaitable[Any]]
 
 
+def _cancel_requested() -> bool:
+    """Whether the current task has been asked to cancel (``Task.cancelling()``, Python
+    3.11+; on 3.10, where it cannot be told apart, every CancelledError counts as one)."""
+    cancelling = getattr(asyncio.current_task(), "cancelling", None)
+    return cancelling is None or cancelling() > 0
+
+
 class Worker(WorkerBase):
     """Runs ``handler(job)`` for the jobs of one or more asyncio queues (one client). Options
     and hooks as :class:`orca_queue.Worker` (see :class:`~orca_queue.runtime.WorkerBase`);
@@ -72,6 +79,10 @@ class Worker(WorkerBase):
         if self._changed is not None:
             self._changed.set()
 
+    def _begin_stop(self) -> None:
+        if not self._stopping:  # a second stop() would skip the grace
+            self.stop()
+
     async def close(self) -> None:
         """``stop()`` and wait until ``run()`` has shut down."""
         self.stop()
@@ -79,7 +90,9 @@ class Worker(WorkerBase):
             await asyncio.sleep(0.02)
 
     async def run(self) -> None:
-        """Work until ``stop()`` / ``close()`` or SIGTERM/SIGINT (a second one skips the grace)."""
+        """Work until ``stop()`` / ``close()`` or SIGTERM/SIGINT (a second one skips the grace).
+        A ``SystemExit`` / ``KeyboardInterrupt`` raised by a handler stops the worker the same
+        way (its delivery NACKed as failed), then is raised here."""
         if self._started:
             raise RuntimeError("a Worker runs once")
         self._started = True
@@ -106,6 +119,8 @@ class Worker(WorkerBase):
             for s in signals:
                 loop.remove_signal_handler(s)
             self._closed = True
+        if self._exit is not None:
+            raise self._exit
 
     # -- shutdown -----------------------------------------------------------------------
     async def _shutdown(self, fetcher: asyncio.Task[None], beat: asyncio.Task[None]) -> None:
@@ -177,13 +192,13 @@ class Worker(WorkerBase):
     async def _pipeline(self, cmds: Sequence[P.Command[Any]]) -> list[Any]:
         async with self.client.pipeline(transaction=False) as pipe:
             for c in cmds:
-                execute(pipe, c.args)
+                execute(pipe, c.args, c.options)
             return list(await pipe.execute(raise_on_error=False))
 
     # -- fetching -----------------------------------------------------------------------
     async def _run(self, client: redis.asyncio.Redis, cmd: P.Command[T]) -> T:
         try:
-            reply = await execute(client, cmd.args)
+            reply = await execute(client, cmd.args, cmd.options)
         except ResponseError as e:
             raise map_error(e) from None
         return cmd.parse(reply)
@@ -248,10 +263,14 @@ class Worker(WorkerBase):
             error: BaseException | None = None
             try:
                 value = await self._call_handler(r.job)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
+            except asyncio.CancelledError as e:
+                if r.finished or _cancel_requested():
+                    raise  # the task is cancelled (at shutdown: its job was handed back)
+                error = e  # raised inside the handler (it awaited something cancelled)
+            except BaseException as e:  # SystemExit too: see _handler_raised
                 error = e
+                if not isinstance(e, Exception):
+                    self._handler_raised(e)
             r = await self._finish(r, value, error)  # the slot's next job, if it took one
 
     async def _execute(self, cmds: list[P.Command[Any]]) -> list[Any]:
@@ -263,6 +282,13 @@ class Worker(WorkerBase):
                 return [map_error(e)]
         return P.parse_pipeline(cmds, await self._pipeline(cmds))
 
+    async def _try_execute(self, cmds: list[P.Command[Any]]) -> list[Any]:
+        """:meth:`_execute`, with a connection error as the first command's reply."""
+        try:
+            return await self._execute(cmds)
+        except (RedisError, OSError) as e:
+            return [e]
+
     async def _finish(self, r: Running, value: Any, error: BaseException | None) -> Running | None:
         job = r.job
         claimed = not r.finished
@@ -271,11 +297,14 @@ class Worker(WorkerBase):
             if not claimed or job.abandoned is not None:
                 self.log.info("job %s: result dropped (%s)", job.key, job.abandoned)
                 return None
-            cmds, error = self._finish_commands(job, value, error, not self._stopping)
-            try:
-                replies = await self._execute(cmds)
-            except (RedisError, OSError) as e:
-                replies = [e]
+            take_next = not self._stopping
+            cmds, error = self._finish_commands(job, value, error, take_next)
+            replies = await self._try_execute(cmds)
+            refused = self._refused_result(job, error, cmds, replies, take_next)
+            if refused is not None:
+                nack, error = refused
+                again = await self._try_execute(nack)
+                replies = [again[0], *replies[1:], *again[1:]]
             leased = self._after_finish(job, value, error, replies)
             if not leased:
                 return None
