@@ -48,6 +48,36 @@ fn wait_for_port(port: u16, what: &str, child: &mut Child) {
     panic!("{what} did not listen on {port} within 20 s");
 }
 
+/// Is the redis-server answering on `port` the process `pid`? (`INFO
+/// server` names its process id: a port another test's server or dashboard
+/// took in the meantime does not pass.)
+fn is_our_redis(port: u16, pid: u32) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"INFO server\r\n").is_err() {
+        return false;
+    }
+    let want = format!("process_id:{pid}\r\n");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while got.len() < 64 * 1024 {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+        let text = String::from_utf8_lossy(&got);
+        if text.contains(&want) {
+            return true;
+        }
+        if text.contains("process_id:") && text.contains("\r\n\r\n") {
+            return false;
+        }
+    }
+    false
+}
+
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -105,8 +135,20 @@ impl Redis {
     pub fn start_with(extra: impl FnOnce(&Path) -> Vec<String>) -> Redis {
         let dir = tempfile::tempdir().expect("temp dir");
         let extra = extra(dir.path());
-        let port = free_port();
-        let child = Self::spawn(port, dir.path(), &extra);
+        // A free port can be taken by another test between `free_port` and
+        // the server's bind: then try another.
+        let mut attempt = 0;
+        let (port, child) = loop {
+            let port = free_port();
+            match Self::try_spawn(port, dir.path(), &extra) {
+                Ok(child) => break (port, child),
+                Err(e) if attempt < 5 => {
+                    eprintln!("redis-server on {port}: {e}; another port");
+                    attempt += 1;
+                }
+                Err(e) => panic!("redis-server on {port}: {e}"),
+            }
+        };
         Redis {
             port,
             _child: Proc(child),
@@ -116,6 +158,11 @@ impl Redis {
     }
 
     fn spawn(port: u16, dir: &Path, extra: &[String]) -> Child {
+        Self::try_spawn(port, dir, extra).unwrap_or_else(|e| panic!("redis-server on {port}: {e}"))
+    }
+
+    /// Start a server on `port` and wait until it answers there as itself.
+    fn try_spawn(port: u16, dir: &Path, extra: &[String]) -> Result<Child, String> {
         let mut child =
             Command::new(std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into()))
                 .args([
@@ -133,12 +180,26 @@ impl Redis {
                 .arg("--loadmodule")
                 .arg(module_path())
                 .args(extra)
+                .args(["--logfile", "redis.log"])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("redis-server (apt install redis-server)");
-        wait_for_port(port, "redis-server", &mut child);
-        child
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!("exited before listening: {status}"));
+            }
+            if is_our_redis(port, child.id()) {
+                return Ok(child);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("did not answer within 20 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// The server's process id (to freeze it with SIGSTOP).
@@ -169,7 +230,15 @@ impl Redis {
     pub fn conn(&self) -> redis::Connection {
         redis::Client::open(self.url())
             .and_then(|c| c.get_connection())
-            .expect("connect to redis")
+            .unwrap_or_else(|e| {
+                let log = std::fs::read_to_string(self.dir().join("redis.log")).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(30).collect();
+                panic!(
+                    "connect to redis on {}: {e}\n---- redis.log tail ----\n{}",
+                    self.port,
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )
+            })
     }
 
     /// Run a command, return its reply (errors as Err text).
