@@ -43,7 +43,17 @@ export class Server {
   static async start(...moduleArgs: string[]): Promise<Server> {
     if (!existsSync(MODULE))
       throw new Error(`orca module not found at ${MODULE}: run cargo build --release or set ORCA_MODULE`);
-    const port = await freePort();
+    // A free port may be taken by another test file's server (node --test
+    // runs files in parallel) before ours binds it: a server counts only
+    // if INFO names our process, else try another port.
+    for (let attempt = 0; ; attempt++) {
+      const server = await Server.tryStart(await freePort(), moduleArgs);
+      if (server) return server;
+      if (attempt >= 4) throw new Error("redis-server did not start");
+    }
+  }
+
+  private static async tryStart(port: number, moduleArgs: string[]): Promise<Server | null> {
     const dir = mkdtempSync(join(tmpdir(), "orca-node-"));
     const proc = spawn(
       REDIS_SERVER,
@@ -73,14 +83,17 @@ export class Server {
       c.on("error", () => {});
       try {
         await c.connect();
-        await c.ping();
+        const info = await c.info("server");
         c.disconnect();
-        return server;
+        if (info.includes(`process_id:${proc.pid}\r\n`)) return server;
+        // Another server answers on this port.
+        server.stop();
+        return null;
       } catch {
         c.disconnect();
         if (proc.exitCode !== null || Date.now() > deadline) {
           server.stop();
-          throw new Error("redis-server did not start");
+          return null;
         }
         await new Promise((r) => setTimeout(r, 50));
       }

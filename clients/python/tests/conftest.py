@@ -74,7 +74,12 @@ class Server:
         deadline = time.monotonic() + 10
         while True:
             try:
-                redis.Redis(port=self.port, socket_timeout=1).ping()
+                info = redis.Redis(port=self.port, socket_timeout=1).info("server")
+                # Ours only if it names our process: a port another process
+                # took before our bind must not pass for our server.
+                if info.get("process_id") != self.proc.pid:
+                    self.stop()
+                    raise RuntimeError(f"port {self.port} is taken by another server")
                 break
             except redis.ConnectionError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
