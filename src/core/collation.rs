@@ -117,6 +117,8 @@ pub(crate) enum Members<'a> {
     },
     Large(IndexIter<'a, i64>, &'a OrderIndex<i64>),
     LargeRes(IndexIter<'a, NodeKey>, &'a OrderIndex<NodeKey>),
+    /// A large collation whose trees are missing (only a corrupt queue).
+    Empty,
 }
 
 impl Iterator for Members<'_> {
@@ -131,6 +133,7 @@ impl Iterator for Members<'_> {
             }),
             Members::Large(it, t) => it.next().map(|n| t.val(n)),
             Members::LargeRes(it, t) => it.next().map(|n| t.val(n)),
+            Members::Empty => None,
         }
     }
 }
@@ -440,10 +443,7 @@ impl Collations {
         match self.recs.get(c) {
             Some(rec) if rec.large() => match self.large.get(&c) {
                 Some(large) => Members::Large(large.stack.iter(), &large.stack),
-                None => Members::Small {
-                    cur: NIL,
-                    next: Box::new(|_| NIL),
-                },
+                None => Members::Empty,
             },
             rec => Members::Small {
                 cur: rec.map_or(NIL, |r| r.head),
@@ -603,10 +603,7 @@ impl Collations {
         match self.recs.get(c) {
             Some(rec) if rec.large() => match self.large.get(&c) {
                 Some(large) => Members::LargeRes(large.res.iter(), &large.res),
-                None => Members::Small {
-                    cur: NIL,
-                    next: Box::new(|_| NIL),
-                },
+                None => Members::Empty,
             },
             rec => Members::Small {
                 cur: rec.map_or(NIL, |r| r.rhead),

@@ -543,6 +543,18 @@ impl Queue {
         Some(lease)
     }
 
+    /// The tokens of `key`'s running deliveries, oldest first.
+    fn lease_tokens_of(&self, key: &JobKey) -> Vec<u64> {
+        let mut tokens: Vec<u64> = self
+            .work
+            .lease_keys
+            .get(key)
+            .map(|t| t.as_slice().to_vec())
+            .unwrap_or_default();
+        tokens.sort_unstable();
+        tokens
+    }
+
     /// A new job was queued under `key` (a regrade): older attempts of it
     /// must not come back.
     pub(crate) fn supersede(&mut self, key: &JobKey) {
@@ -669,13 +681,7 @@ impl Queue {
             removed = true;
         }
         removed |= self.forget_dead(key);
-        let mut tokens: Vec<u64> = self
-            .work
-            .lease_keys
-            .get(key)
-            .map(|t| t.as_slice().to_vec())
-            .unwrap_or_default();
-        tokens.sort_unstable();
+        let tokens = self.lease_tokens_of(key);
         for token in tokens {
             if let Some(lease) = self.take_lease(token) {
                 let until = lease
@@ -788,13 +794,7 @@ impl Queue {
         if let Some(d) = self.work.delayed.get(key) {
             out.push(State::Delayed(*key, d));
         }
-        let mut tokens: Vec<u64> = self
-            .work
-            .lease_keys
-            .get(key)
-            .map(|t| t.as_slice().to_vec())
-            .unwrap_or_default();
-        tokens.sort_unstable();
+        let tokens = self.lease_tokens_of(key);
         for t in tokens {
             if let Some(l) = self.work.leases.get(&t) {
                 out.push(State::Leased(*key, t, l));
