@@ -11,7 +11,7 @@ use redis_module::Context;
 
 use super::ffi::{self, CommandInfo};
 use super::hooks::{self, Handler};
-use super::{admin, gates, inspect, jobs, pop, worker};
+use super::{admin, gates, inspect, jobs, mack, pop, worker};
 
 /// Where a command's keys are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,6 +130,16 @@ pub const COMMANDS: &[Command] = &[
         acl: c"",
         summary: c"Complete a leased job, optionally keeping a result (and take the next: NEXT)",
         complexity: c"O(log N)",
+    },
+    Command {
+        name: c"orca.mack",
+        handler: mack::mack,
+        flags: c"write",
+        arity: -5,
+        keys: Keys::Queue,
+        acl: c"",
+        summary: c"Complete several leased jobs of a queue, each with its own outcome (and take their successors: NEXT)",
+        complexity: c"O(M log N) for M leases, plus O(log N) per job NEXT takes",
     },
     Command {
         name: c"orca.nack",

@@ -192,10 +192,11 @@ pub enum Kw {
     Buffer,
     Requeue,
     Order,
+    Results,
 }
 
 impl Kw {
-    const COUNT: usize = 10;
+    const COUNT: usize = 11;
 
     pub fn text(self) -> &'static str {
         match self {
@@ -209,6 +210,7 @@ impl Kw {
             Kw::Buffer => "BUFFER",
             Kw::Requeue => "REQUEUE",
             Kw::Order => "ORDER",
+            Kw::Results => "RESULTS",
         }
     }
 }

@@ -25,6 +25,7 @@ pub mod guard;
 pub mod hooks;
 pub mod inspect;
 pub mod jobs;
+pub mod mack;
 pub mod pop;
 pub mod reply;
 pub mod settings;

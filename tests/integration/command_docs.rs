@@ -16,6 +16,7 @@ const COMMANDS: &[(&str, i64, &[&str])] = &[
     ("orca.pop", -2, &["write", "fast"]),
     ("orca.mpop", -3, &["write", "movablekeys"]),
     ("orca.ack", -4, &["write", "fast"]),
+    ("orca.mack", -5, &["write"]),
     ("orca.nack", -4, &["write", "fast"]),
     // Documented as 5 arguments, but the server replicates it with `NOW <ms>`
     // pinned, so -5 is also right (5 makes replicas refuse the stream).

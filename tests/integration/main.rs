@@ -25,6 +25,7 @@ mod key_ops;
 mod leases;
 mod lifetime;
 mod limits;
+mod mack;
 mod move_job;
 mod mpop;
 mod panic_guard;

@@ -11,7 +11,7 @@ use super::*;
 impl Fuzz {
     /// A well-formed (or nearly) `ORCA.*` command.
     pub(super) fn orca_command(&mut self) -> Vec<Vec<u8>> {
-        let which = self.below(114);
+        let which = self.below(118);
         let mut a: Vec<Vec<u8>>;
         match which {
             0..=21 => {
@@ -130,7 +130,8 @@ impl Fuzz {
             100..=104 => a = self.gate_command(),
             105..=108 => a = self.mpop_command(),
             109..=111 => a = self.settings_command(),
-            _ => a = self.list_state_command(),
+            112..=113 => a = self.list_state_command(),
+            _ => a = self.mack_command(),
         }
         a
     }

@@ -102,6 +102,7 @@ const ORCA_COMMANDS: &[&str] = &[
     "ORCA.DELETE",
     "ORCA.POP",
     "ORCA.ACK",
+    "ORCA.MACK",
     "ORCA.NACK",
     "ORCA.EXTEND",
     "ORCA.RESULT",
@@ -128,6 +129,7 @@ const KEYWORDS: &[&str] = &[
     "COUNT",
     "MAXATTEMPTS",
     "RESULT",
+    "RESULTS",
     "TTL",
     "OFFSET",
     "LIMIT",
@@ -729,7 +731,7 @@ fn fuzz_live_server() {
     println!(
         "fuzz_live: seed {seed}: {} commands ({} ORCA.*) in {secs:.1}s ({:.0}/s), {} batches ({} RESP3), \
          {} error replies, {} MULTI, {} EVAL, {} imports ({} accepted), {} restores ({} accepted), \
-         {} harvested leases used, {} ACKs ok, {} blocking pops, {} AOF rewrites ({} blobs), \
+         {} harvested leases used, {} ACKs ok, {} MACK leases acked, {} blocking pops, {} AOF rewrites ({} blobs), \
          {} DEBUG RELOADs, {} ORCA.CHECKs, {} queues at the end ({} after AOF replay, {} on the replica)",
         c.commands,
         c.orca_commands,
@@ -745,6 +747,7 @@ fn fuzz_live_server() {
         c.restores_ok,
         c.leases_used,
         c.acks_ok,
+        c.mack_acks_ok,
         c.blocker_pops,
         c.rewrites,
         c.aof_blobs,

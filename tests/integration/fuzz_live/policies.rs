@@ -90,6 +90,53 @@ impl Fuzz {
         a
     }
 
+    /// `ORCA.MACK <queue> <n> <key> <lease> ... [RESULTS ...] [TTL] [NOW]
+    /// [NEXT [LEASE ms] [COUNT n]]`: harvested leases of one queue (with
+    /// strays), sometimes a wrong count of pairs or of results.
+    pub(super) fn mack_command(&mut self) -> Vec<Vec<u8>> {
+        let (q, k, l) = self.lease_target();
+        let mut pairs = vec![k, l];
+        for _ in 0..self.below(4) {
+            let (q2, k2, l2) = self.lease_target();
+            // Mostly pairs of the same queue; a stray one now and then.
+            if q2 == q || self.pct(20) {
+                pairs.extend([k2, l2]);
+            }
+        }
+        let n = pairs.len() / 2;
+        let numleases = match self.below(20) {
+            0 => self.edge_int(),
+            1 => (n + 1).to_string().into_bytes(),
+            _ => n.to_string().into_bytes(),
+        };
+        let mut a = vec![self.name("ORCA.MACK"), q, numleases];
+        a.extend(pairs);
+        let mut opts = self.options(&[("TTL", 0), ("NOW", 0)]);
+        if self.pct(40) {
+            let count = match self.below(10) {
+                0 => n + 1,
+                1 => n.saturating_sub(1),
+                _ => n,
+            };
+            let mut r = vec![self.case("RESULTS")];
+            for _ in 0..count {
+                r.push(self.option_value(4));
+            }
+            let at = 2 * self.below(opts.len() as u64 / 2 + 1) as usize;
+            opts.splice(at..at, r);
+        }
+        a.extend(opts);
+        if self.pct(40) {
+            a.extend(self.next_option());
+            if self.pct(50) {
+                a.push(self.case("COUNT"));
+                let v = self.option_value(2);
+                a.push(v);
+            }
+        }
+        a
+    }
+
     /// `NEXT [LEASE ms]` after an ACK or NACK (sometimes misplaced options).
     pub(super) fn next_option(&mut self) -> Vec<Vec<u8>> {
         let mut a = vec![self.case("NEXT")];

@@ -76,6 +76,8 @@ pub struct Counts {
     pub restores_ok: u64,
     pub leases_used: u64,
     pub acks_ok: u64,
+    /// Leases `ORCA.MACK` acked (its `1` outcomes).
+    pub mack_acks_ok: usize,
     pub reloads: u64,
     pub rewrites: u64,
     pub aof_blobs: u64,
@@ -183,6 +185,16 @@ impl Fuzz {
         }
         if name == b"ORCA.ACK" && matches!(v, R::Int(1)) {
             self.counts.acks_ok += 1;
+        }
+        if name == b"ORCA.MACK" {
+            // [outcomes] or, with NEXT, [[outcomes], [jobs]].
+            let outcomes = match v {
+                R::Array(a) if matches!(a.first(), Some(R::Array(_))) => a.first(),
+                _ => Some(v),
+            };
+            if let Some(R::Array(os)) = outcomes {
+                self.counts.mack_acks_ok += os.iter().filter(|o| matches!(o, R::Int(1))).count();
+            }
         }
         if let Some(q) = s.queue.clone() {
             self.harvest(v, &q, None);
