@@ -18,7 +18,7 @@ export type {
   TickReport,
   WaitStats,
 } from "./types";
-export type { Filter, ListOptions, ListState, PopOptions } from "./protocol";
+export type { Filter, ListOptions, ListState, MackItem, MackReply, PopOptions } from "./protocol";
 export {
   OrcaError,
   LeaseLostError,

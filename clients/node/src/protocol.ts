@@ -2,6 +2,7 @@
  * The ORCA.* commands as data: the arguments and how to read the reply. Used by Queue and
  * by the worker's strategy, so every command is spelled out once. No I/O here.
  */
+import { mapError } from "./errors";
 import { Config, encodeConfig } from "./keys";
 import {
   Job,
@@ -196,6 +197,57 @@ export const ackNext = (
   parse: (r) => (r === null ? null : popFromBuffers(r, q)),
   buffers: true,
 });
+/** One delivery of an ORCA.MACK: its orca key, its lease token and, optionally, its result. */
+export interface MackItem {
+  key: string;
+  lease: string;
+  result?: Buffer | string;
+}
+/**
+ * What ORCA.MACK did: per delivery, in order, `null` if acked or the error ORCA.ACK would have
+ * rejected with (LeaseLostError, JobCancelledError); with `next`, the jobs it leased.
+ */
+export interface MackReply {
+  outcomes: (Error | null)[];
+  jobs: Job[];
+}
+function outcomesOf(r: unknown): (Error | null)[] {
+  if (!Array.isArray(r)) throw new TypeError("ORCA.MACK replied without its outcomes");
+  return r.map((o) => (o instanceof Error ? (mapError(o) as Error) : null));
+}
+/**
+ * ORCA.MACK: acks several deliveries of one queue in one command, each with its own outcome; with
+ * `next`, leases up to `next.count` jobs (default one per delivery) in the same atomic step.
+ * Results go all or none (the server takes one per delivery): mixing deliveries with and without
+ * a result is a TypeError (Queue.ackMany splits them).
+ */
+export function mack(
+  q: string,
+  items: MackItem[],
+  o: { ttlMs?: number; next?: { leaseMs?: number; count?: number } } = {},
+): Command<MackReply> {
+  if (items.length === 0) throw new RangeError("ORCA.MACK needs at least one delivery");
+  const withResult = items.filter((i) => i.result !== undefined).length;
+  if (withResult !== 0 && withResult !== items.length)
+    throw new TypeError("ORCA.MACK takes a result for every delivery or for none");
+  const args: Arg[] = ["ORCA.MACK", q, items.length];
+  for (const i of items) args.push(i.key, i.lease);
+  if (withResult > 0) args.push("RESULTS", ...items.map((i) => i.result as Buffer | string));
+  opt(args, "TTL", o.ttlMs);
+  const next = o.next;
+  if (next === undefined) return { args, parse: (r) => ({ outcomes: outcomesOf(r), jobs: [] }) };
+  args.push("NEXT");
+  opt(opt(args, "LEASE", next.leaseMs), "COUNT", next.count);
+  return {
+    args,
+    parse: (r) => {
+      const [outcomes, jobs] = r as [unknown, unknown];
+      if (!Array.isArray(jobs)) throw new TypeError("ORCA.MACK ... NEXT replied without its jobs");
+      return { outcomes: outcomesOf(outcomes), jobs: jobs.map((x) => popFromBuffers(x, q)) };
+    },
+    buffers: true,
+  };
+}
 export const nack = (q: string, key: string, lease: string, delayMs?: number): Command<NackOutcome> => ({
   args: opt(["ORCA.NACK", q, key, lease], "DELAY", delayMs),
   parse: nackFromReply,

@@ -211,6 +211,40 @@ export class Queue {
     const result = encodeResult(opts.result);
     return this.run(P.ackNext(this.name, key, lease, { result, ttlMs: opts.ttlMs, leaseMs: opts.leaseMs }));
   }
+  /**
+   * ORCA.MACK: acks several deliveries in one command. Each entry is a delivery, or
+   * `{ delivery, result }` (results encoded as for `ack`). Resolves to one outcome per entry, in
+   * order: `null` if acked, else the error `ack` would have rejected with (LeaseLostError,
+   * JobCancelledError); a refused delivery never stops the others. With `next`, also leases up
+   * to `next.count` jobs (default one per entry) for `next.leaseMs`, in the same atomic step,
+   * whatever the outcomes: `jobs` (empty if none). Entries with and without a result go as two
+   * commands (the server takes a result for every delivery of a command or for none).
+   */
+  async ackMany(
+    entries: (Delivery | { delivery: Delivery; result?: unknown })[],
+    opts: { ttlMs?: number; next?: { leaseMs?: number; count?: number } } = {},
+  ): Promise<P.MackReply> {
+    const items: P.MackItem[] = entries.map((e) => {
+      const withResult = "delivery" in e;
+      const [key, lease] = delivery(withResult ? e.delivery : e);
+      return { key, lease, result: withResult ? encodeResult(e.result) : undefined };
+    });
+    if (items.length === 0) throw new RangeError("ackMany needs at least one delivery");
+    const next = opts.next && { count: items.length, ...opts.next };
+    const bare = items.filter((i) => i.result === undefined);
+    if (bare.length === 0 || bare.length === items.length)
+      return this.run(P.mack(this.name, items, { ttlMs: opts.ttlMs, next }));
+    const kept = items.filter((i) => i.result !== undefined);
+    const [a, b] = await Promise.all([
+      this.run(P.mack(this.name, bare, { ttlMs: opts.ttlMs })),
+      this.run(P.mack(this.name, kept, { ttlMs: opts.ttlMs, next })),
+    ]);
+    const [ia, ib] = [a.outcomes[Symbol.iterator](), b.outcomes[Symbol.iterator]()];
+    const outcomes = items.map(
+      (i) => ((i.result === undefined ? ia : ib).next().value ?? null) as Error | null,
+    );
+    return { outcomes, jobs: b.jobs };
+  }
   /** ORCA.NACK: the delivery failed; resolves to retry / dead / superseded. */
   nack(d: Delivery, opts: { delayMs?: number } = {}): Promise<NackOutcome> {
     const [key, lease] = delivery(d);

@@ -8,9 +8,11 @@
  *
  * Finishing: a slot that finishes alone acks with `ORCA.ACK ... NEXT`, which brings the slot's
  * next job in the same round trip, when the job came from the first queue (NEXT takes the next
- * job of the job's own queue: for the first queue that is what MPOP would take too). Otherwise
- * (another queue, or several slots finishing in one turn) plain ACKs, and one pop for the freed
- * slots leaves in the same write (the Worker decides, see `flushFinishing`). A failure is a
+ * job of the job's own queue: for the first queue that is what MPOP would take too). Slots of
+ * the first queue that finish in the same turn share one `ORCA.MACK ... NEXT COUNT n`: one
+ * command acks them all and brings their next jobs. Jobs of other queues get plain ACKs, and
+ * one pop for the freed slots leaves in the same write (the Worker decides, see
+ * `flushFinishing`). A failure is a
  * plain `ORCA.NACK` (its reply, the outcome, goes to the `failed` event; `NACK ... NEXT` would
  * not return it). Heartbeats are EXTEND; a job handed back at shutdown is
  * `ORCA.REENQUEUE <q> <config> <created_at>` (immediate at its original arrival, the design's
@@ -81,6 +83,25 @@ export class FetchStrategy {
       ttlMs: result === undefined ? undefined : this.opts.resultTtlMs,
       leaseMs: this.opts.leaseMs,
     });
+  }
+
+  /**
+   * ORCA.MACK ... NEXT LEASE COUNT n: the finished jobs of the first queue (all with a result or
+   * none), acked in one command that brings up to `count` next jobs.
+   */
+  ackManyNext(
+    done: { job: Job; result: Buffer | string | undefined }[],
+    count: number,
+  ): P.Command<P.MackReply> {
+    const withResult = done.some((d) => d.result !== undefined);
+    return P.mack(
+      q(done[0]!.job),
+      done.map((d) => ({ key: d.job.key, lease: lease(d.job), result: d.result })),
+      {
+        ttlMs: withResult ? this.opts.resultTtlMs : undefined,
+        next: { leaseMs: this.opts.leaseMs, count: Math.min(count, MAX_POP_COUNT) },
+      },
+    );
   }
 
   ack(job: Job, result: Buffer | string | undefined): P.Command<void> {

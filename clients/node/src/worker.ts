@@ -67,6 +67,12 @@ export interface WorkerOptions {
   logger?: Logger;
 }
 
+interface Finishing {
+  job: Job;
+  value: unknown;
+  result: Buffer | string | undefined;
+}
+
 interface Running {
   job: Job;
   lastBeat: number;
@@ -103,7 +109,7 @@ export class Worker extends EventEmitter {
   private blocking = false; // a blocking pop in flight
   private pumpScheduled = false;
   private dispatchedThisTurn = false;
-  private finishing: { job: Job; value: unknown; result: Buffer | string | undefined }[] = [];
+  private finishing: Finishing[] = [];
   private flushScheduled = false;
   private drained = false; // a pop came back short: block instead of polling
   private pausedUntil = 0;
@@ -363,22 +369,58 @@ export class Worker extends EventEmitter {
   }
 
   /**
-   * The successful finishes of this turn: a slot that finishes alone takes its next job with
-   * `ACK ... NEXT` (one command); slots that finish together send plain ACKs and share one
-   * `POP ... COUNT n` (pump), which costs the server less per job than n single pops.
+   * The successful finishes of this turn (jobs of the first queue): a slot that finishes alone
+   * takes its next job with `ACK ... NEXT`; slots that finish together share one
+   * `ORCA.MACK ... NEXT COUNT n` (one command acks them all and brings their next jobs; with
+   * and without results, two). At a stop, plain ACKs.
    */
   private flushFinishing(): void {
     this.flushScheduled = false;
     const done = this.finishing;
     this.finishing = [];
-    if (done.length === 1 && !this.stopping) {
+    if (this.stopping) {
+      this.reserved -= done.length;
+      for (const { job, value, result } of done)
+        this.track(this.settle(job, value, result, undefined, false));
+      return;
+    }
+    if (done.length === 1) {
       const { job, value, result } = done[0]!;
       this.track(this.ackThenNext(job, value, result));
       return;
     }
+    const kept = done.filter((d) => d.result !== undefined);
+    const bare = done.filter((d) => d.result === undefined);
+    for (const group of [kept, bare]) if (group.length > 0) this.track(this.ackManyThenNext(group));
+  }
+
+  /** ORCA.MACK ... NEXT: the jobs the reply brings run in the slots the acked ones held. */
+  private async ackManyThenNext(done: Finishing[]): Promise<void> {
+    let reply: P.MackReply | undefined;
+    try {
+      reply = await run(this.conn, this.strategy.ackManyNext(done, done.length));
+    } catch (e) {
+      // Refused as a whole (a result too large, the connection): each job on its own, so one
+      // oversized result fails only its job.
+      this.reserved -= done.length;
+      this.schedulePump();
+      if (e instanceof ResultTooLargeError) {
+        for (const { job, value, result } of done) await this.settle(job, value, result, undefined, false);
+      } else for (const { job } of done) this.finishFailed(job, e, "ack");
+      return;
+    }
+    done.forEach(({ job, value }, i) => {
+      const outcome = reply.outcomes[i];
+      if (outcome === null) {
+        this.counts.completed++;
+        this.emitSafe("completed", job, value);
+      } else this.finishFailed(job, outcome ?? new Error("ORCA.MACK gave no outcome"), "ack");
+    });
     this.reserved -= done.length;
+    if (this.stopping) await this.handBack(reply.jobs, "leased by MACK ... NEXT while stopping, handed back");
+    else for (const next of reply.jobs) this.start(next);
+    if (reply.jobs.length < done.length && !this.strategy.several) this.drained = true;
     this.schedulePump();
-    for (const { job, value, result } of done) this.track(this.settle(job, value, result, undefined, false));
   }
 
   /** Counts `f` until it settles, so close() waits for it. */

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { LeaseLostError, Queue, blockingConnection, mpop, mpopMany } from "../src";
+import { JobCancelledError, LeaseLostError, Queue, blockingConnection, mpop, mpopMany } from "../src";
 import { cfg, fileServer, qname } from "./server";
 
 const ctx = fileServer();
@@ -45,6 +45,39 @@ describe("NEXT and MPOP", () => {
     assert.deepEqual([next.key, next.queue], [second.key, q.name]);
     assert.equal((await q.status(job.key))?.state, "delayed");
     assert.equal(await q.nackNext(next, { delayMs: 60_000 }), null);
+  });
+
+  it("ackMany acks a batch, one outcome each, and leases their successors", async () => {
+    const q = new Queue(ctx.r, qname());
+    const keys: string[] = [];
+    for (let i = 0; i < 8; i++) keys.push((await q.enqueue(cfg(`m${i}`, { priority: i }))).key);
+    const [a, b, c, d] = await q.popMany(4, { leaseMs: 60_000 });
+    await q.ack(b!); // lost before the batch
+    await q.delete(c!.key); // cancelled while it ran
+    const { outcomes, jobs } = await q.ackMany(
+      [{ delivery: a!, result: { s: 1 } }, b!, c!, { delivery: d!, result: Buffer.from([0, 255]) }],
+      {
+        next: { leaseMs: 30_000 },
+      },
+    );
+    assert.equal(outcomes[0], null);
+    assert.ok(outcomes[1] instanceof LeaseLostError && !(outcomes[1] instanceof JobCancelledError));
+    assert.ok(outcomes[2] instanceof JobCancelledError);
+    assert.equal(outcomes[3], null);
+    // One per delivery given, whatever the outcomes.
+    assert.deepEqual(
+      jobs.map((j) => j.key),
+      keys.slice(4, 8),
+    );
+    assert.ok(jobs.every((j) => j.queue === q.name && j.lease && j.deadline! - j.createdAt >= 30_000));
+    assert.equal((await q.result(a!.key))?.toString(), '{"s":1}');
+    assert.deepEqual(await q.result(d!.key), Buffer.from([0, 255]));
+    const again = await q.ackMany(jobs, { ttlMs: 0 });
+    assert.deepEqual(again, { outcomes: [null, null, null, null], jobs: [] });
+    const none = await q.ackMany(jobs, { next: { count: 3 } });
+    assert.equal(none.jobs.length, 0);
+    assert.ok(none.outcomes.every((o) => o instanceof LeaseLostError));
+    await assert.rejects(q.ackMany([]), RangeError);
   });
 
   it("mpop takes from the first queue with jobs", async () => {

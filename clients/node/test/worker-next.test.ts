@@ -71,12 +71,46 @@ describe("Worker with ACK ... NEXT and MPOP", () => {
     assert.ok((await calls(r, "orca.pop")) >= JOBS);
   });
 
-  it("slots that finish together share one pop", async () => {
-    const { r } = await runAll({ concurrency: 16 });
-    const acks = await calls(r, "orca.ack");
-    const pops = await calls(r, "orca.pop");
-    assert.equal(acks, JOBS);
-    assert.ok(pops <= JOBS / 4, `${pops} ORCA.POP for ${JOBS} jobs`);
+  it("slots that finish together share one ORCA.MACK ... NEXT", async () => {
+    const { r, q } = await runAll({ concurrency: 16 });
+    const [acks, macks, pops] = [
+      await calls(r, "orca.ack"),
+      await calls(r, "orca.mack"),
+      await calls(r, "orca.pop"),
+    ];
+    const acked = Number(/orca_acked:(\d+)/.exec(await r.info("orca"))![1]);
+    assert.equal(acked, JOBS);
+    assert.ok(macks > 0 && acks + macks + pops <= JOBS / 4, `${acks} ACK, ${macks} MACK, ${pops} POP`);
+    const st = await q.stats();
+    assert.deepEqual([st.queued, st.leased, st.results], [0, 0, JOBS]);
+  });
+
+  it("a batch with and without results, and a lost lease in a batch", async () => {
+    const { r } = await own();
+    const q = new Queue(r, "mixed");
+    await q.enqueueMany(Array.from({ length: 40 }, (_, i) => cfg(`m${i}`)));
+    const lost: string[] = [];
+    const completed: string[] = [];
+    const w = start(
+      q,
+      async (job) => {
+        const n = Number((job.config as { key: string }).key.slice(1));
+        if (n === 7) await q.delete(job.key); // cancelled while it runs: lost, not completed
+        return n % 2 === 0 ? { n } : undefined;
+      },
+      { concurrency: 8, leaseMs: 60_000 },
+    );
+    w.on("lost", (job: Job) => lost.push(job.key));
+    w.on("completed", (job: Job) => completed.push(job.key));
+    await waitFor(() => completed.length + lost.length === 40);
+    await w.close();
+    assert.equal(lost.length, 1);
+    assert.equal(w.counts.lost, 1);
+    assert.ok((await calls(r, "orca.mack")) > 0);
+    const results = await Promise.all(completed.map((k) => q.result(k)));
+    const kept = results.filter((x) => x !== null).map((x) => x.toString());
+    assert.equal(kept.length, 20); // the even ones
+    assert.ok(kept.every((x) => /^\{"n":\d+\}$/.test(x)));
   });
 
   it("serves several queues in order with MPOP and wakes on any, whatever the client's timeout", async () => {
@@ -182,6 +216,32 @@ describe("Worker with ACK ... NEXT and MPOP", () => {
     await waitFor(() => outcomes.length === 10);
     assert.deepEqual(outcomes, Array(10).fill("retry"));
     assert.equal((await q.stats()).delayed, 10);
+  });
+
+  it("a result over orca.max-payload-bytes in a MACK batch fails only its own job", async () => {
+    const { r } = await own();
+    await r.config("SET", "orca.max-payload-bytes", "1000");
+    const q = new Queue(r, "batch");
+    await q.enqueueMany(Array.from({ length: 8 }, (_, i) => cfg(`b${i}`)));
+    const failed: unknown[] = [];
+    let release!: () => void;
+    const together = new Promise<void>((res) => (release = res));
+    const w = start(
+      q,
+      async (job) => {
+        await together; // all eight finish in one turn: one batch
+        return (job.config as { key: string }).key === "b3" ? "x".repeat(5000) : "ok";
+      },
+      { concurrency: 8, leaseMs: 60_000, nackDelayMs: 60_000 },
+    );
+    w.on("failed", (_j: Job, err: unknown) => failed.push(err));
+    await waitFor(async () => (await q.stats()).leased === 8);
+    release();
+    await waitFor(() => failed.length === 1 && w.counts.completed === 7, 5000);
+    await w.close();
+    assert.ok(failed[0] instanceof ResultTooLargeError);
+    assert.ok((await calls(r, "orca.mack")) >= 1);
+    assert.equal((await q.stats()).delayed, 1);
   });
 
   for (const shape of ["ACK ... NEXT", "plain ACK", "a second queue's ACK"] as const) {
