@@ -172,3 +172,19 @@ async def test_result_over_the_payload_limit_is_a_failure(
     assert st is not None and st.state == "delayed"
     assert await q.result(small) == b'"ok"'
     assert w.counts == {"completed": 1, "failed": 1, "lost": 0, "handed_back": 0}
+
+
+async def test_ack_many(own: tuple[Server, redis.asyncio.Redis]) -> None:
+    _, c = own
+    q = Queue(c, "batch")
+    for i in range(5):
+        await q.enqueue(cfg(f"b{i}", priority=i))
+    jobs = await q.pop_many(3, lease_ms=60_000)
+    await q.ack(jobs[1])
+    got = await q.ack_many(jobs, [None, None, {"ok": True}], next=True)
+    assert [o is None for o in got.outcomes] == [True, False, True]
+    assert len(got.jobs) == 2  # one per delivery given, as many as there are
+    assert await q.result(jobs[2].key) == b'{"ok":true}'
+    assert await q.result(jobs[0].key) is None
+    st = await q.stats()
+    assert (st.queued, st.leased) == (0, 2)

@@ -9,7 +9,15 @@ import pytest
 import redis
 from conftest import Server, cfg
 
-from orca_queue import LeaseLostError, Queue, blocking_client, mpop, mpop_many
+from orca_queue import (
+    JobCancelledError,
+    LeaseLostError,
+    MackReply,
+    Queue,
+    blocking_client,
+    mpop,
+    mpop_many,
+)
 
 
 def test_ack_next_acks_and_leases_the_next(r: redis.Redis, qname: str) -> None:
@@ -53,6 +61,36 @@ def test_nack_next(r: redis.Redis, qname: str) -> None:
     st = q.status(job.key)
     assert st is not None and st.state == "delayed"
     assert q.nack_next(nxt, delay_ms=60_000) is None
+
+
+def test_ack_many_one_outcome_each_and_their_successors(r: redis.Redis, qname: str) -> None:
+    q = Queue(r, qname)
+    keys = [q.enqueue(cfg(f"m{i}", priority=i)).key for i in range(8)]
+    a, b, c, d = q.pop_many(4, lease_ms=60_000)
+    q.ack(b)  # lost before the batch
+    q.delete(c.key)  # cancelled while it ran
+    got = q.ack_many([a, b, c, d], [{"s": 1}, "x", None, b"\x00\xff"], next=True, lease_ms=30_000)
+    assert got.outcomes[0] is None and got.outcomes[3] is None
+    assert isinstance(got.outcomes[1], LeaseLostError)
+    assert not isinstance(got.outcomes[1], JobCancelledError)
+    assert isinstance(got.outcomes[2], JobCancelledError)
+    # One job per delivery given, whatever the outcomes.
+    assert [j.key for j in got.jobs] == keys[4:]
+    assert all(j.queue == qname and j.lease for j in got.jobs)
+    assert all(j.deadline is not None and j.deadline - j.created_at >= 30_000 for j in got.jobs)
+    assert q.result(a.key) == b'{"s":1}'
+    assert q.result(d.key) == b"\x00\xff"
+    # (key, lease) pairs work too; ttl 0 keeps no result.
+    pairs = [(j.key, str(j.lease)) for j in got.jobs]
+    again = q.ack_many(pairs, ["r"] * 4, ttl_ms=0)
+    assert again == MackReply([None] * 4, [])
+    assert q.result(pairs[0][0]) is None
+    none = q.ack_many(got.jobs, next=True, count=3)
+    assert none.jobs == [] and all(isinstance(o, LeaseLostError) for o in none.outcomes)
+    with pytest.raises(ValueError):
+        q.ack_many([])
+    with pytest.raises(ValueError):
+        q.ack_many(got.jobs, ["only one"])
 
 
 def test_mpop_takes_from_the_first_queue_with_jobs(r: redis.Redis, qname: str) -> None:

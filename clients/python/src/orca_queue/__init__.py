@@ -27,6 +27,7 @@ from .errors import (
     WrongTypeError,
 )
 from .keys import config_orca_key, orca_key
+from .protocol import MackReply
 from .queue import Queue, mpop, mpop_many
 from .types import (
     AutoDelay,
@@ -52,6 +53,7 @@ __all__ = [
     "JobStateError",
     "LeaseInfo",
     "LeaseLostError",
+    "MackReply",
     "NackOutcome",
     "NoSuchJobError",
     "OrcaError",

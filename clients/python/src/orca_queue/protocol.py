@@ -6,6 +6,7 @@ does I/O.
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -296,6 +297,113 @@ def ack_next(
     return Command(
         _next(ack_args(q, key, lease, result, ttl_ms), lease_ms), lambda r: opt_job(r, q)
     )
+
+
+@dataclass
+class MackReply:
+    """What ORCA.MACK did: one outcome per delivery, in order (``None``: acked; else the error
+    ORCA.ACK would have raised, :class:`LeaseLostError` or :class:`JobCancelledError`), and
+    with ``next`` the jobs it leased (empty without)."""
+
+    outcomes: list[Optional[OrcaError]]
+    jobs: list[Job] = field(default_factory=list)
+
+
+def _outcomes(reply: Any) -> list[Optional[OrcaError]]:
+    if not isinstance(reply, list):
+        raise InvariantError(f"ORCA.MACK replied without its outcomes: {reply!r}")
+    out: list[Optional[OrcaError]] = []
+    for o in reply:
+        if isinstance(o, ResponseError):
+            e = map_error(o)
+            out.append(e if isinstance(e, OrcaError) else OrcaError(str(e)))
+        else:
+            out.append(None)
+    return out
+
+
+MackItem = tuple[str, str, Optional[bytes]]
+
+
+def mack(
+    q: str,
+    items: Sequence[MackItem],
+    ttl_ms: Optional[int] = None,
+    *,
+    next: bool = False,
+    lease_ms: Optional[int] = None,
+    count: Optional[int] = None,
+) -> Command[MackReply]:
+    """ORCA.MACK of ``(orca key, lease, result or None)`` items: every item with a result, or
+    none (the server takes one result per delivery or none)."""
+    if not items:
+        raise ValueError("ORCA.MACK needs at least one delivery")
+    with_result = sum(r is not None for _, _, r in items)
+    if with_result not in (0, len(items)):
+        raise ValueError("ORCA.MACK takes a result for every delivery or for none")
+    args: list[Any] = ["ORCA.MACK", q, len(items)]
+    for key, lease, _ in items:
+        args += [key, lease]
+    if with_result:
+        args += ["RESULTS", *(r for _, _, r in items)]
+    _with(args, "TTL", ttl_ms)
+    if not next:
+        return Command(tuple(args), lambda r: MackReply(_outcomes(r)))
+    args.append("NEXT")
+    _with(_with(args, "LEASE", lease_ms), "COUNT", count)
+
+    def parse(r: Any) -> MackReply:
+        if not isinstance(r, list) or len(r) != 2:
+            raise InvariantError(f"ORCA.MACK ... NEXT replies [outcomes, jobs], got {r!r}")
+        return MackReply(_outcomes(r[0]), jobs_from_reply(r[1], q))
+
+    return Command(tuple(args), parse)
+
+
+def mack_plan(
+    q: str,
+    items: Sequence[MackItem],
+    ttl_ms: Optional[int] = None,
+    *,
+    next: bool = False,
+    lease_ms: Optional[int] = None,
+    count: Optional[int] = None,
+) -> tuple[list[Command[MackReply]], Callable[[list[MackReply]], MackReply]]:
+    """The ORCA.MACK commands for ``items`` (two when only some have a result: those without,
+    then those with, which carries ``next``; ``count`` defaults to one job per item) and how to
+    merge their replies back into the items' order."""
+    if not items:
+        raise ValueError("ack_many needs at least one delivery")
+    if next and count is None:
+        count = len(items)
+    bare = [i for i in items if i[2] is None]
+    if len(bare) in (0, len(items)):
+        cmd = mack(q, items, ttl_ms, next=next, lease_ms=lease_ms, count=count)
+        return [cmd], lambda replies: replies[0]
+    kept = [i for i in items if i[2] is not None]
+    cmds = [
+        mack(q, bare, ttl_ms),
+        mack(q, kept, ttl_ms, next=next, lease_ms=lease_ms, count=count),
+    ]
+
+    def merge(replies: list[MackReply]) -> MackReply:
+        a, b = iter(replies[0].outcomes), iter(replies[1].outcomes)
+        return MackReply([builtins.next(a if i[2] is None else b) for i in items], replies[1].jobs)
+
+    return cmds, merge
+
+
+def mack_items(
+    deliveries: Sequence[Job | tuple[str, str]], results: Optional[Sequence[Any]]
+) -> list[MackItem]:
+    """``(key, lease, encoded result)`` of each delivery (a popped Job, or ``(key, lease)``)."""
+    if results is not None and len(results) != len(deliveries):
+        raise ValueError("results must give one value per delivery (None keeps none)")
+    items: list[MackItem] = []
+    for i, d in enumerate(deliveries):
+        key, lease = job_and_lease(d, None) if isinstance(d, Job) else (str(d[0]), str(d[1]))
+        items.append((key, lease, encode_result(results[i]) if results is not None else None))
+    return items
 
 
 def nack(q: str, key: str, lease: str, delay_ms: Optional[int] = None) -> Command[NackOutcome]:

@@ -261,6 +261,34 @@ class Queue:
             P.ack_next(self.name, key, token, P.encode_result(result), ttl_ms, lease_ms=lease_ms)
         )
 
+    def ack_many(
+        self,
+        deliveries: Sequence[Job | tuple[str, str]],
+        results: Optional[Sequence[Any]] = None,
+        *,
+        ttl_ms: Optional[int] = None,
+        next: bool = False,
+        lease_ms: Optional[int] = None,
+        count: Optional[int] = None,
+    ) -> P.MackReply:
+        """ORCA.MACK: acks several deliveries (popped Jobs, or ``(key, lease)`` pairs) in one
+        command; ``results`` gives one value per delivery (encoded as for :meth:`ack`;
+        ``None`` keeps none). Returns one outcome per delivery, in order: ``None`` if acked,
+        else the error :meth:`ack` would have raised (:class:`LeaseLostError`,
+        :class:`JobCancelledError`), never raised here: a refused delivery does not stop the
+        others. With ``next=True`` it also leases up to ``count`` jobs (default one per
+        delivery) for ``lease_ms``, in the same atomic step, whatever the outcomes
+        (``.jobs``). Deliveries with and without a result go as two commands."""
+        cmds, merge = P.mack_plan(
+            self.name,
+            P.mack_items(deliveries, results),
+            ttl_ms,
+            next=next,
+            lease_ms=lease_ms,
+            count=count,
+        )
+        return merge([self._run(c) for c in cmds])
+
     def nack(
         self, job: Job | str, lease: Optional[str] = None, *, delay_ms: Optional[int] = None
     ) -> NackOutcome:

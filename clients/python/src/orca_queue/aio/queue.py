@@ -214,6 +214,27 @@ class Queue:
             P.ack_next(self.name, key, token, P.encode_result(result), ttl_ms, lease_ms=lease_ms)
         )
 
+    async def ack_many(
+        self,
+        deliveries: Sequence[Job | tuple[str, str]],
+        results: Sequence[Any] | None = None,
+        *,
+        ttl_ms: int | None = None,
+        next: bool = False,
+        lease_ms: int | None = None,
+        count: int | None = None,
+    ) -> P.MackReply:
+        """ORCA.MACK (see :meth:`orca_queue.Queue.ack_many`)."""
+        cmds, merge = P.mack_plan(
+            self.name,
+            P.mack_items(deliveries, results),
+            ttl_ms,
+            next=next,
+            lease_ms=lease_ms,
+            count=count,
+        )
+        return merge([await self._run(c) for c in cmds])
+
     async def nack(
         self, job: Job | str, lease: str | None = None, *, delay_ms: int | None = None
     ) -> NackOutcome:
