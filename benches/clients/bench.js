@@ -12,9 +12,9 @@
 // awaited) and with 64 in flight (how a producer handling many requests sends them), and
 // bulk (addBulk vs enqueueMany); then processing with Worker concurrency 16 and 64 on both
 // (orca-queue's Worker: a slot finishing alone takes its next job with ACK ... NEXT, slots
-// finishing together share a POP ... COUNT), the same orca-queue Worker with `ackNext: false`
-// (POP + ACK: the worker cycle without NEXT), also with handlers of 1-5 ms (jobs finish one by
-// one, so NEXT carries nearly every job), and four queues served at concurrency 16 (one
+// finishing together share one ORCA.MACK ... NEXT COUNT n), the same orca-queue Worker with
+// `ackNext: false` (POP + ACK: plain ACKs, pops for the freed slots), also with handlers of
+// 1-5 ms (jobs finish one by one, so ACK ... NEXT carries nearly every job), and four queues served at concurrency 16 (one
 // orca-queue Worker over the four, with ORCA.MPOP; BullMQ, whose Worker serves one queue, four
 // Workers of concurrency 4).
 // For every phase it records wall time, the node process's CPU, redis-server's CPU (from
@@ -321,12 +321,12 @@ function report(rows, meta) {
   }
   w();
   w("The orca-queue Worker (default, `ackNext: true`): a slot that finishes alone takes its next job with " +
-    "`ORCA.ACK ... NEXT`; slots that finish in the same event-loop turn send plain ACKs and share one " +
-    "`ORCA.POP ... COUNT n`. The same Worker with `ackNext: false` (POP + ACK: plain ACKs, free slots refilled " +
-    "by `ORCA.POP ... COUNT`), on the same server in the same rounds; the last row's handlers take 1-5 ms " +
-    "(timers), so jobs finish one by one and NEXT carries nearly every job:");
+    "`ORCA.ACK ... NEXT`; slots that finish in the same event-loop turn share one `ORCA.MACK ... NEXT COUNT n` " +
+    "(one command acks them all and brings their next jobs). The same Worker with `ackNext: false` (POP + ACK: " +
+    "plain ACKs, free slots refilled by `ORCA.POP ... COUNT`), on the same server in the same rounds; the last " +
+    "row's handlers take 1-5 ms (timers), so jobs finish one by one and ACK ... NEXT carries nearly every job:");
   w();
-  w("| what | POP + ACK jobs/s | ACK ... NEXT jobs/s | ratio | per round | commands/job | ORCA.* server µs/job | node CPU µs/job |");
+  w("| what | POP + ACK jobs/s | NEXT (ACK/MACK) jobs/s | ratio | per round | commands/job | ORCA.* server µs/job | node CPU µs/job |");
   w("|---|---|---|---|---|---|---|---|");
   for (const t of meta.nextRows) {
     const per = t.ratios.map((r) => r.toFixed(2)).join(", ");
@@ -335,7 +335,7 @@ function report(rows, meta) {
       `${pair("callsPerJob", 2)} | ${pair("cmdUsPerJob", 1)} | ${pair("nodeUsPerJob", 1)} |`);
   }
   w();
-  w("Pairs are POP + ACK / ACK ... NEXT. ORCA.* server µs/job is the time INFO commandstats gives the ORCA.* " +
+  w("Pairs are POP + ACK / NEXT (ACK/MACK). ORCA.* server µs/job is the time INFO commandstats gives the ORCA.* " +
     "commands (execution only), per job; `server CPU` below also counts protocol I/O.");
   w();
   w("## Where the time goes");
@@ -507,7 +507,7 @@ async function main() {
   fs.writeFileSync(path.join(OUT, "results.json"), JSON.stringify({ meta, rows, samples }, null, 2) + "\n");
   console.log();
   for (const t of nextRows) {
-    console.log(`ACK ... NEXT vs POP + ACK, ${t.what.padEnd(36)} ${t.ratio.toFixed(2).padStart(6)}x  rounds: ${t.ratios.map((r) => r.toFixed(2)).join(" ")}`);
+    console.log(`NEXT (ACK/MACK) vs POP + ACK, ${t.what.padEnd(36)} ${t.ratio.toFixed(2).padStart(6)}x  rounds: ${t.ratios.map((r) => r.toFixed(2)).join(" ")}`);
   }
   for (const t of targets) {
     const verdict = t.target ? (t.ratio >= Number(t.target.slice(3, -1)) ? "PASS" : "MISS") : "";
