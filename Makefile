@@ -104,11 +104,13 @@ test-dashboard: build
 # Benchmarks (never part of `make test`): starts its own redis-server with the
 # module, measures it against Redis's own SET/LPUSH/ZADD, the seed-000 queue as
 # Lua scripts and the client-side lock protocol, at queue depths up to 1M, and
-# writes docs/benchmarks.md and docs/bench-depth.svg. 4-10 minutes, ~2 GB RAM.
+# writes docs/benchmarks.md and docs/bench-depth.svg; then the full job cycle
+# against BullMQ (bench-clients). 6-12 minutes, ~2 GB RAM.
 bench: build
 	@command -v python3 >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends python3; }
 	python3 benches/run.py
+	$(MAKE) --no-print-directory bench-clients
 
 # The criterion benches of the pure core (no Redis), separately from `bench`.
 bench-core: build
@@ -188,8 +190,8 @@ test-node: build node-deps
 	cd examples/node && npm ci --no-audit --no-fund && npx tsc -p tsconfig.json
 	cd examples/node && node --test build/examples/node/producer.test.js
 
-# The full job cycle against BullMQ 5 (never part of `make test`): writes
-# benches/clients/results.md and results.json. About a minute.
+# The full job cycle against BullMQ 5 (part of `make bench`, never of `make
+# test`): writes benches/clients/results.md and results.json. About a minute.
 bench-clients: build node-deps
 	cd clients/node && npx tsc -p tsconfig.json
 	cd benches/clients && npm ci --no-audit --no-fund

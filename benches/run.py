@@ -1122,14 +1122,17 @@ def write_report(b, outdir, total_wall, commit):
       f"the measurements {b.total / 60:.1f} min), plus `make build`."
       + (" **Quick smoke run: small sizes, not the reference figures.**" if b.quick else "") + "\n")
     w("## How to run\n")
-    w("```\nmake bench          # builds, installs what is missing (Debian 12), runs everything (4-10 min, ~2 GB RAM)\n"
+    w("```\nmake bench          # builds, installs what is missing (Debian 12), runs everything (6-12 min, ~2 GB RAM)\n"
       "python3 benches/run.py --quick   # smoke run with small sizes (output in a temp dir)\n"
+      "make bench-clients  # the full job cycle against BullMQ alone (make bench runs it last)\n"
       "make bench-core     # separately: the criterion benches of the pure core (no Redis)\n"
       "cargo bench --bench clientside   # the bench client alone: client-side protocol vs module\n```\n")
     w("`make bench` depends on `build` and is never part of `make test`. It starts its own "
       "`redis-server` (free port, its own temp directory, `--save ''`, a private copy of "
       "`target/release/liborca.so`), and kills it at the end. The criterion benches of the core "
-      "(`cargo bench --bench core`) are NOT part of it: run them with `make bench-core`.\n")
+      "(`cargo bench --bench core`) are NOT part of it: run them with `make bench-core`. After "
+      "this page, `make bench` runs `make bench-clients`: the full job cycle of the Node client "
+      "against BullMQ 5, in benches/clients/results.md.\n")
     w("Knobs (environment): `BENCH_SECS` (target seconds per redis-benchmark run, default 1.2; "
       "each run's request count is calibrated by a short probe), `BENCH_ROUNDS` (alternating "
       "rounds of the target rows, default 5), `BENCH_NATIVE_RDB=1` (also time SAVE and load of "
