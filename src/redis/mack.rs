@@ -93,7 +93,13 @@ fn parse<'a>(ctx: &Context, args: &'a [RedisString]) -> Result<MackArgs<'a>, Red
         next,
     } = split(rest, n as usize)?;
     let a = Options::parse_also(before, OPTIONS, ALSO)?;
-    let b = Options::parse_also(after, OPTIONS, ALSO)?;
+    let b = Options::parse_also(after, OPTIONS, ALSO).map_err(|e| match (&e, results) {
+        // `RESULTS a b` for one lease: say why `b` is read as an option.
+        (RedisError::String(m), Some(_)) => {
+            RedisError::String(format!("{m}; RESULTS takes one payload per lease ({n})"))
+        }
+        _ => e,
+    })?;
     let one = |name: &'static str| -> Result<Option<i64>, RedisError> {
         match (a.ms(name)?, b.ms(name)?) {
             (Some(_), Some(_)) => Err(err(format!("option {name} given twice"))),

@@ -395,6 +395,10 @@ fn errors_change_nothing() {
             "ERR option TTL needs a value",
         ),
         (
+            args!["ORCA.MACK", q, 1, &k, &l, "RESULTS", "a", "b"],
+            "ERR unknown option 'b' (allowed: TTL, NOW, RESULTS, NEXT); RESULTS takes one payload per lease (1)",
+        ),
+        (
             args!["ORCA.MACK", q, 1, &k, &l, "TTL", -1],
             "ERR TTL must be between 0",
         ),

@@ -1,5 +1,5 @@
 import { checkBlocking } from "./connection";
-import { OrcaError } from "./errors";
+import { LeaseLostError, OrcaError } from "./errors";
 import { Config, encodeResult } from "./keys";
 import * as P from "./protocol";
 import { send, type RedisClient } from "./send";
@@ -9,6 +9,10 @@ export { send as run };
 
 /** A popped Job, or an orca key with its lease token. */
 export type Delivery = Job | { key: string; lease: string };
+
+/** What the server answers for a lease it does not hold (docs/commands.md, ORCA.ACK). */
+const LEASE_NOT_HELD =
+  "lease not held (it expired and the job was handed out again, was already acked or nacked, or never existed)";
 
 function delivery(d: Delivery): [string, string] {
   if (d.lease === undefined) throw new TypeError("job has no lease (it was not popped with a lease)");
@@ -217,8 +221,13 @@ export class Queue {
    * order: `null` if acked, else the error `ack` would have rejected with (LeaseLostError,
    * JobCancelledError); a refused delivery never stops the others. With `next`, also leases up
    * to `next.count` jobs (default one per entry) for `next.leaseMs`, in the same atomic step,
-   * whatever the outcomes: `jobs` (empty if none). Entries with and without a result go as two
-   * commands (the server takes a result for every delivery of a command or for none).
+   * whatever the outcomes: `jobs` (empty if none).
+   *
+   * The server takes a result for every delivery of a command or for none, so entries with and
+   * without a result go as two commands: those with a result first (refused as a whole, e.g. a
+   * result over orca.max-payload-bytes, it rejects and nothing has changed), then the others
+   * with `next`. A delivery given twice is sent once; its repeats get what the server answers a
+   * repeat ("lease not held", or the first one's error), as if acked in the order given.
    */
   async ackMany(
     entries: (Delivery | { delivery: Delivery; result?: unknown })[],
@@ -231,19 +240,39 @@ export class Queue {
     });
     if (items.length === 0) throw new RangeError("ackMany needs at least one delivery");
     const next = opts.next && { count: items.length, ...opts.next };
-    const bare = items.filter((i) => i.result === undefined);
-    if (bare.length === 0 || bare.length === items.length)
+    const kept = items.filter((i) => i.result !== undefined).length;
+    if (kept === 0 || kept === items.length)
       return this.run(P.mack(this.name, items, { ttlMs: opts.ttlMs, next }));
-    const kept = items.filter((i) => i.result !== undefined);
-    const [a, b] = await Promise.all([
-      this.run(P.mack(this.name, bare, { ttlMs: opts.ttlMs })),
-      this.run(P.mack(this.name, kept, { ttlMs: opts.ttlMs, next })),
-    ]);
-    const [ia, ib] = [a.outcomes[Symbol.iterator](), b.outcomes[Symbol.iterator]()];
-    const outcomes = items.map(
-      (i) => ((i.result === undefined ? ia : ib).next().value ?? null) as Error | null,
-    );
-    return { outcomes, jobs: b.jobs };
+    const first = new Map<string, number>();
+    items.forEach((i, n) => {
+      if (!first.has(`${i.key} ${i.lease}`)) first.set(`${i.key} ${i.lease}`, n);
+    });
+    const firstOf = (n: number) => first.get(`${items[n]!.key} ${items[n]!.lease}`)!;
+    const firsts = items.map((_, n) => n).filter((n) => firstOf(n) === n);
+    const groups = [
+      firsts.filter((n) => items[n]!.result !== undefined),
+      firsts.filter((n) => items[n]!.result === undefined),
+    ].filter((g) => g.length > 0);
+    const got = new Map<number, Error | null>();
+    let jobs: Job[] = [];
+    for (const [g, group] of groups.entries()) {
+      const last = g === groups.length - 1;
+      const reply = await this.run(
+        P.mack(
+          this.name,
+          group.map((n) => items[n]!),
+          { ttlMs: opts.ttlMs, next: last ? next : undefined },
+        ),
+      );
+      group.forEach((n, k) => got.set(n, reply.outcomes[k] ?? null));
+      if (last) jobs = reply.jobs;
+    }
+    const outcomes = items.map((_, n) => {
+      const f = firstOf(n);
+      if (f === n) return got.get(n) ?? null;
+      return got.get(f) ?? new LeaseLostError(LEASE_NOT_HELD, `ERR ${LEASE_NOT_HELD}`);
+    });
+    return { outcomes, jobs };
   }
   /** ORCA.NACK: the delivery failed; resolves to retry / dead / superseded. */
   nack(d: Delivery, opts: { delayMs?: number } = {}): Promise<NackOutcome> {

@@ -110,7 +110,7 @@ export class Worker extends EventEmitter {
   private pumpScheduled = false;
   private dispatchedThisTurn = false;
   private finishing: Finishing[] = [];
-  private flushScheduled = false;
+  private flushTimer: NodeJS.Immediate | undefined; // the finishes of this loop iteration, flushed in its check phase
   private drained = false; // a pop came back short: block instead of polling
   private pausedUntil = 0;
   private backoff = 100;
@@ -358,10 +358,10 @@ export class Worker extends EventEmitter {
     if (!failed && !this.stopping && this.strategy.chains(job)) {
       this.reserved++; // the slot stays taken until flushFinishing() decides how it refills
       this.finishing.push({ job, value, result });
-      if (!this.flushScheduled) {
-        this.flushScheduled = true;
-        queueMicrotask(() => this.flushFinishing());
-      }
+      // Flushed once this event-loop iteration's callbacks have run (its timers, the I/O of its
+      // poll phase and their promise reactions): handlers settling anywhere in the iteration
+      // share one command, not only those settling in the same microtask flush.
+      this.flushTimer ??= setImmediate(() => this.flushFinishing());
       return;
     }
     this.schedulePump();
@@ -375,7 +375,8 @@ export class Worker extends EventEmitter {
    * and without results, two). At a stop, plain ACKs.
    */
   private flushFinishing(): void {
-    this.flushScheduled = false;
+    if (this.flushTimer !== undefined) clearImmediate(this.flushTimer);
+    this.flushTimer = undefined;
     const done = this.finishing;
     this.finishing = [];
     if (this.stopping) {
@@ -561,6 +562,7 @@ export class Worker extends EventEmitter {
       });
     }
     this.wakeClose = undefined;
+    this.flushFinishing(); // finishes waiting for the check phase: acked now (plain ACKs), tracked below
     const leftovers = [...this.running.values()].filter((r) => !r.finished);
     for (const r of leftovers) r.finished = true;
     this.running.clear();

@@ -2,7 +2,15 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { JobCancelledError, LeaseLostError, Queue, blockingConnection, mpop, mpopMany } from "../src";
+import {
+  JobCancelledError,
+  LeaseLostError,
+  Queue,
+  ResultTooLargeError,
+  blockingConnection,
+  mpop,
+  mpopMany,
+} from "../src";
 import { cfg, fileServer, qname } from "./server";
 
 const ctx = fileServer();
@@ -78,6 +86,40 @@ describe("NEXT and MPOP", () => {
     assert.equal(none.jobs.length, 0);
     assert.ok(none.outcomes.every((o) => o instanceof LeaseLostError));
     await assert.rejects(q.ackMany([]), RangeError);
+  });
+
+  it("ackMany with and without results: all or nothing, in the order given", async () => {
+    const q = new Queue(ctx.r, qname());
+    for (let i = 0; i < 6; i++) await q.enqueue(cfg(`o${i}`, { priority: i }));
+    const [a, b, c] = await q.popMany(3, { leaseMs: 60_000 });
+    // A result over the limit: refused before anything is acked (results go first).
+    await ctx.r.config("SET", "orca.max-payload-bytes", "10");
+    try {
+      await assert.rejects(
+        q.ackMany([a!, { delivery: b!, result: "x".repeat(50) }, { delivery: c!, result: "ok" }], {
+          next: {},
+        }),
+        ResultTooLargeError,
+      );
+    } finally {
+      await ctx.r.config("SET", "orca.max-payload-bytes", "4194304");
+    }
+    assert.equal((await q.stats()).leased, 3);
+    // The same delivery twice: the first (with its result) acks, the repeat is refused.
+    const got = await q.ackMany(
+      [{ delivery: a!, result: { x: 1 } }, a!, b!, { delivery: b!, result: "late" }, c!],
+      {
+        next: { count: 1 },
+      },
+    );
+    assert.equal(got.outcomes[0], null);
+    assert.ok(got.outcomes[1] instanceof LeaseLostError);
+    assert.equal(got.outcomes[2], null);
+    assert.ok(got.outcomes[3] instanceof LeaseLostError);
+    assert.equal(got.outcomes[4], null);
+    assert.equal(got.jobs.length, 1);
+    assert.equal((await q.result(a!.key))?.toString(), '{"x":1}');
+    assert.equal(await q.result(b!.key), null);
   });
 
   it("mpop takes from the first queue with jobs", async () => {

@@ -85,6 +85,19 @@ describe("Worker with ACK ... NEXT and MPOP", () => {
     assert.deepEqual([st.queued, st.leased, st.results], [0, 0, JOBS]);
   });
 
+  it("handlers settling in one event-loop iteration (timers) share a MACK too", async () => {
+    const { r } = await runAll({ concurrency: 16 }, async (job) => {
+      await sleep(2);
+      return { ok: job.key.length };
+    });
+    const [acks, macks, pops] = [
+      await calls(r, "orca.ack"),
+      await calls(r, "orca.mack"),
+      await calls(r, "orca.pop"),
+    ];
+    assert.ok(macks > 0 && acks + macks + pops <= JOBS / 2, `${acks} ACK, ${macks} MACK, ${pops} POP`);
+  });
+
   it("a batch with and without results, and a lost lease in a batch", async () => {
     const { r } = await own();
     const q = new Queue(r, "mixed");

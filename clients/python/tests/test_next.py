@@ -14,6 +14,7 @@ from orca_queue import (
     LeaseLostError,
     MackReply,
     Queue,
+    ResultTooLargeError,
     blocking_client,
     mpop,
     mpop_many,
@@ -91,6 +92,28 @@ def test_ack_many_one_outcome_each_and_their_successors(r: redis.Redis, qname: s
         q.ack_many([])
     with pytest.raises(ValueError):
         q.ack_many(got.jobs, ["only one"])
+
+
+def test_ack_many_mixed_results_all_or_nothing_in_order(r: redis.Redis, qname: str) -> None:
+    q = Queue(r, qname)
+    for i in range(6):
+        q.enqueue(cfg(f"o{i}", priority=i))
+    a, b, c = q.pop_many(3, lease_ms=60_000)
+    # A result over the limit: refused before anything is acked (results go first).
+    r.config_set("orca.max-payload-bytes", 10)
+    try:
+        with pytest.raises(ResultTooLargeError):
+            q.ack_many([a, b, c], [None, "x" * 50, "ok"], next=True)
+    finally:
+        r.config_set("orca.max-payload-bytes", 4194304)
+    assert q.stats().leased == 3
+    # The same delivery twice: the first (with its result) acks, the repeat is refused.
+    got = q.ack_many([a, a, b, b, c], [{"x": 1}, None, None, "late", None], next=True, count=1)
+    assert [o is None for o in got.outcomes] == [True, False, True, False, True]
+    assert all(isinstance(o, LeaseLostError) for o in got.outcomes if o is not None)
+    assert len(got.jobs) == 1
+    assert q.result(a.key) == b'{"x":1}'
+    assert q.result(b.key) is None
 
 
 def test_mpop_takes_from_the_first_queue_with_jobs(r: redis.Redis, qname: str) -> None:

@@ -6,7 +6,6 @@ does I/O.
 
 from __future__ import annotations
 
-import builtins
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,7 +14,7 @@ from typing import Any, Generic, Optional, TypeVar
 from redis.client import NEVER_DECODE
 from redis.exceptions import ResponseError
 
-from .errors import InvariantError, OrcaError, map_error
+from .errors import InvariantError, LeaseLostError, OrcaError, map_error
 from .keys import Config, encode_config
 from .types import (
     AutoDelay,
@@ -360,6 +359,13 @@ def mack(
     return Command(tuple(args), parse)
 
 
+# What the server answers for a lease it does not hold (docs/commands.md, ORCA.ACK).
+LEASE_NOT_HELD = (
+    "lease not held (it expired and the job was handed out again, was already acked or "
+    "nacked, or never existed)"
+)
+
+
 def mack_plan(
     q: str,
     items: Sequence[MackItem],
@@ -369,26 +375,54 @@ def mack_plan(
     lease_ms: Optional[int] = None,
     count: Optional[int] = None,
 ) -> tuple[list[Command[MackReply]], Callable[[list[MackReply]], MackReply]]:
-    """The ORCA.MACK commands for ``items`` (two when only some have a result: those without,
-    then those with, which carries ``next``; ``count`` defaults to one job per item) and how to
-    merge their replies back into the items' order."""
+    """The ORCA.MACK commands for ``items`` and how to merge their replies back into the
+    items' order (``count`` defaults to one job per item).
+
+    One command when every item has a result or none does. Otherwise two (the server takes a
+    result for every delivery of a command or for none): those with a result first, so that
+    one refused as a whole (a result over ``orca.max-payload-bytes``) leaves everything as it
+    was; then those without, which carries ``next``. A delivery given twice is sent once; its
+    repeats get what the server answers a repeat, "lease not held" (or the first one's error),
+    so the outcomes are those of acking in the order given."""
     if not items:
         raise ValueError("ack_many needs at least one delivery")
     if next and count is None:
         count = len(items)
-    bare = [i for i in items if i[2] is None]
-    if len(bare) in (0, len(items)):
+    with_result = sum(i[2] is not None for i in items)
+    if with_result in (0, len(items)):
         cmd = mack(q, items, ttl_ms, next=next, lease_ms=lease_ms, count=count)
         return [cmd], lambda replies: replies[0]
-    kept = [i for i in items if i[2] is not None]
-    cmds = [
-        mack(q, bare, ttl_ms),
-        mack(q, kept, ttl_ms, next=next, lease_ms=lease_ms, count=count),
-    ]
+    first: dict[tuple[str, str], int] = {}
+    for n, (key, lease, _) in enumerate(items):
+        first.setdefault((key, lease), n)
+    firsts = [n for n, (key, lease, _) in enumerate(items) if first[(key, lease)] == n]
+    kept = [n for n in firsts if items[n][2] is not None]
+    bare = [n for n in firsts if items[n][2] is None]
+    cmds: list[Command[MackReply]] = []
+    if kept:
+        cmds.append(mack(q, [items[n] for n in kept], ttl_ms))
+    if bare:
+        cmds.append(
+            mack(q, [items[n] for n in bare], ttl_ms, next=next, lease_ms=lease_ms, count=count)
+        )
+    elif next:  # every first occurrence has a result: NEXT goes with them
+        cmds[0] = mack(
+            q, [items[n] for n in kept], ttl_ms, next=True, lease_ms=lease_ms, count=count
+        )
 
     def merge(replies: list[MackReply]) -> MackReply:
-        a, b = iter(replies[0].outcomes), iter(replies[1].outcomes)
-        return MackReply([builtins.next(a if i[2] is None else b) for i in items], replies[1].jobs)
+        got: dict[int, Optional[OrcaError]] = {}
+        groups = [g for g in (kept, bare) if g]
+        for group, reply in zip(groups, replies, strict=True):
+            got.update(zip(group, reply.outcomes, strict=True))
+        outcomes: list[Optional[OrcaError]] = []
+        for n, (key, lease, _) in enumerate(items):
+            f = first[(key, lease)]
+            if f == n:
+                outcomes.append(got[n])
+            else:
+                outcomes.append(got[f] if got[f] is not None else LeaseLostError(LEASE_NOT_HELD))
+        return MackReply(outcomes, replies[-1].jobs)
 
     return cmds, merge
 
