@@ -714,7 +714,7 @@ impl Queue {
                 return QueueError::Held(String::from_utf8_lossy(g).into_owned());
             }
         }
-        if self.work.lease_keys.contains_key(key) {
+        if self.work.leases.has_key(key) {
             QueueError::Leased
         } else if let Some(d) = self.work.delayed.get(key) {
             QueueError::Delayed(d.retry_at)
