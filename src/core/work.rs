@@ -2,6 +2,7 @@
 //! (leases), waiting to be retried (delayed), dead letters, kept results and
 //! cancelled leases. Plain data; the operations on it are in `worker.rs`.
 
+use std::collections::hash_map::Entry;
 use std::collections::BTreeSet;
 
 use super::config::{JobKey, KeyMap};
@@ -144,14 +145,19 @@ impl Leases {
     /// Add the lease `token` (not held yet). The lease comes back,
     /// nothing changed, if the token is taken or no record can be stored.
     pub fn insert(&mut self, token: u64, lease: Lease) -> Result<(), Lease> {
-        if self.by_token.contains_key(&token) || !self.recs.has_room() {
+        // One probe of the token map: a taken token is refused, a free
+        // one is filled in place.
+        let Entry::Vacant(slot) = self.by_token.entry(token) else {
+            return Err(lease);
+        };
+        if !self.recs.has_room() {
             return Err(lease);
         }
         let hash = lease_key_hash(&lease.key);
         let Some(id) = self.recs.insert(LeaseRec { token, lease }) else {
             return Ok(());
         };
-        self.by_token.insert(token, id);
+        slot.insert(id);
         let recs = &self.recs;
         self.by_key.insert_with(hash, id, || {
             recs.iter().map(|(i, r)| (lease_key_hash(&r.lease.key), i))
