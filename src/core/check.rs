@@ -343,30 +343,22 @@ impl Queue {
         if w.leases.len() != w.lease_order.len() {
             return Err("lease order and leases disagree".into());
         }
-        for (token, l) in &w.leases {
-            if *token == 0
-                || *token >= self.next_seq as u64
-                || !w.lease_order.contains(&(l.deadline, *token))
+        for (token, l) in w.leases.iter() {
+            if token == 0
+                || token >= self.next_seq as u64
+                || !w.lease_order.contains(&(l.deadline, token))
             {
                 return Err("a lease is out of range or missing from the lease order".into());
             }
             if !valid_time(l.deadline) || !valid_time(l.job.created_at) {
                 return Err("a lease holds an invalid job".into());
             }
-            if w.cancelled.contains_key(token) {
+            if w.cancelled.contains_key(&token) {
                 return Err("a lease is both held and cancelled".into());
             }
             bytes += l.job.payload.len();
         }
-        let indexed: usize = w.lease_keys.values().map(|t| t.as_slice().len()).sum();
-        let index_ok = w.lease_keys.iter().all(|(k, ts)| {
-            !ts.as_slice().is_empty()
-                && ts
-                    .as_slice()
-                    .iter()
-                    .all(|t| w.leases.get(t).is_some_and(|l| l.key == *k))
-        });
-        if indexed != w.leases.len() || !index_ok {
+        if !w.leases.indexes_agree() {
             return Err("lease index by key disagrees with the leases".into());
         }
         Ok(bytes)

@@ -373,13 +373,12 @@ impl Queue {
             f(&w.0);
         }
         let work = &self.work;
-        let mut tokens: Vec<&u64> = work.leases.keys().collect();
-        tokens.sort_unstable();
-        for token in tokens {
-            let l = &work.leases[token];
+        let mut leases: Vec<(u64, &super::work::Lease)> = work.leases.iter().collect();
+        leases.sort_unstable_by_key(|(t, _)| *t);
+        for (token, l) in leases {
             w.0.clear();
             w.u8(UNIT_LEASE);
-            w.u64(*token);
+            w.u64(token);
             w.0.extend_from_slice(&l.key);
             w.i64(l.deadline);
             w.u8(l.superseded as u8);
@@ -548,12 +547,12 @@ impl Queue {
         let (mine, theirs) = (&self.work, &other.work);
         if theirs
             .leases
-            .keys()
-            .any(|t| mine.leases.contains_key(t) || mine.cancelled.contains_key(t))
+            .iter()
+            .any(|(t, _)| mine.leases.contains(t) || mine.cancelled.contains_key(&t))
             || theirs
                 .cancelled
                 .keys()
-                .any(|t| mine.leases.contains_key(t) || mine.cancelled.contains_key(t))
+                .any(|t| mine.leases.contains(*t) || mine.cancelled.contains_key(t))
             || theirs.delayed.keys().any(|k| mine.delayed.contains_key(k))
             || theirs.dead.keys().any(|k| mine.dead.contains_key(k))
             || theirs.results.keys().any(|k| mine.results.contains_key(k))
@@ -901,20 +900,21 @@ impl QueueBuilder {
         let raw = r.parked()?;
         r.done()?;
         let w = &self.q.work;
-        if w.leases.contains_key(&token) || w.cancelled.contains_key(&token) {
+        if w.leases.contains(token) || w.cancelled.contains_key(&token) {
             return Err(corrupt("duplicate lease token"));
         }
         let job = self.parked(raw)?;
         self.max_seq = self.max_seq.max(token as i64);
-        self.q.lease_insert(
-            token,
-            Lease {
-                key,
-                deadline,
-                job,
-                superseded,
-            },
-        );
+        let lease = Lease {
+            key,
+            deadline,
+            job,
+            superseded,
+        };
+        if let Err(l) = self.q.lease_insert(token, lease) {
+            self.q.release_parked(l.job);
+            return Err(corrupt("more leases than a queue can hold"));
+        }
         Ok(())
     }
 
@@ -992,7 +992,7 @@ impl QueueBuilder {
         let until = r.time()?;
         r.done()?;
         let w = &mut self.q.work;
-        if w.cancelled.contains_key(&token) || w.leases.contains_key(&token) {
+        if w.cancelled.contains_key(&token) || w.leases.contains(token) {
             return Err(corrupt("duplicate cancelled lease"));
         }
         self.max_seq = self.max_seq.max(token as i64);

@@ -237,7 +237,11 @@ impl Collations {
         }
         let h = self.name_hash(packed.as_ref(), name);
         let mut table = std::mem::take(&mut self.by_name);
-        table.insert(h, c, |id| self.stored_name_hash(id));
+        table.insert_with(h, c, || {
+            self.recs
+                .iter()
+                .map(|(id, _)| (self.stored_name_hash(id), id))
+        });
         self.by_name = table;
         Ok(c)
     }

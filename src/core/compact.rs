@@ -68,6 +68,9 @@ impl Queue {
             };
             done += self.relocate_collation(from, to);
         }
+        while done < budget && self.work.leases.move_one() {
+            done += 1;
+        }
         if done < budget {
             done += self.compact_large_trees();
         }
@@ -287,8 +290,7 @@ impl Collations {
 impl super::work::Work {
     /// Shrink the maps of parked jobs when sparse.
     fn shrink_maps(&mut self) {
-        shrink_map(&mut self.leases);
-        shrink_map(&mut self.lease_keys);
+        self.leases.shrink_indexes();
         shrink_map(&mut self.delayed);
         shrink_map(&mut self.dead);
         shrink_map(&mut self.results);

@@ -369,8 +369,9 @@ impl Queue {
             return Err(QueueError::Full);
         };
         let jobs = &self.jobs;
-        self.by_key
-            .insert(key_hash(&key), j, |id| key_hash(&jobs[id].key));
+        self.by_key.insert_with(key_hash(&key), j, || {
+            jobs.iter().map(|(id, job)| (key_hash(&job.key), id))
+        });
         if attempts > 0 {
             self.attempts.insert(j, attempts);
         }
@@ -713,7 +714,7 @@ impl Queue {
                 return QueueError::Held(String::from_utf8_lossy(g).into_owned());
             }
         }
-        if self.work.lease_keys.contains_key(key) {
+        if self.work.leases.has_key(key) {
             QueueError::Leased
         } else if let Some(d) = self.work.delayed.get(key) {
             QueueError::Delayed(d.retry_at)

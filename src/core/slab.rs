@@ -367,15 +367,23 @@ impl<T> std::ops::IndexMut<u32> for Slab<T> {
 /// 8), deletion by backward shift (no tombstones). A hash's home slot is
 /// its low 32 bits scaled to the table (`(h * len) >> 32`, any length
 /// works). The caller supplies the hash and the key comparison, so the table
-/// holds nothing but ids, plus a tag in each slot's high bits: the top bits
-/// of the hash, as many as the ids leave free (`id_bits` is one more than
-/// the largest stored id needs, at least 16: 16 tag bits in a small table,
-/// 2 at the 2^30 limit). A probe reads the record behind a slot only when
-/// the tags match, so a lookup of an absent key (every new job's) rarely
-/// touches a record at all: at a million jobs one probe in 2^10 does,
-/// where a fixed 2-bit tag made it one in four (a cache miss each).
+/// holds nothing but ids, plus in each slot's high bits:
+/// - the slot's displacement from the id's home slot (3 bits; the largest
+///   value means "that far or more"), so a removal's backward shift knows
+///   where each later id of the probe run belongs without reading its
+///   record (a cache miss each in a large queue); only an id displaced 7
+///   slots or more needs its record's hash;
+/// - a tag: the top bits of the hash, as many as the ids and the
+///   displacement leave free (`id_bits` is one more than the largest
+///   stored id needs, at least 16: 13 tag bits in a small table, 8 at a
+///   million jobs). A probe reads the record behind a slot only when the
+///   tags match, so a lookup of an absent key (every new job's) rarely
+///   touches a record at all.
+///
 /// Widening `id_bits` for a larger id keeps every slot in place (a shorter
-/// tag is a prefix of the longer one): one pass over the slots.
+/// tag is a prefix of the longer one): one pass over the slots. In the
+/// widest tables the displacement narrows (to none at 2^29 ids and more)
+/// so that two tag bits stay.
 #[derive(Clone, Debug, Default)]
 pub struct IdTable {
     slots: Vec<u32>,
@@ -383,10 +391,16 @@ pub struct IdTable {
     id_bits: u32,
 }
 
-/// The fewest id bits that leave `id` below the all-ones id (which, with an
-/// all-ones tag, would read as `NIL`), plus one for growth; 16 to 30.
+/// The fewest id bits that leave `id` below the all-ones id (so no slot
+/// reads as `NIL`), plus one for growth; 16 to 30.
 fn id_bits_for(id: u32) -> u32 {
     (33 - id.saturating_add(1).leading_zeros()).clamp(16, 30)
+}
+
+/// Bits of the displacement field next to `id_bits` of id: 3, fewer in
+/// the widest tables, so that at least 2 bits of tag stay.
+fn disp_bits_for(id_bits: u32) -> u32 {
+    30u32.saturating_sub(id_bits).min(3)
 }
 
 impl IdTable {
@@ -402,8 +416,39 @@ impl IdTable {
         (1u32 << self.id_bits) - 1
     }
 
+    /// The largest displacement field; it means "this far or more".
+    fn disp_max(&self) -> u32 {
+        (1u32 << disp_bits_for(self.id_bits)) - 1
+    }
+
+    /// Where the tag starts.
+    fn tag_shift(&self) -> u32 {
+        self.id_bits + disp_bits_for(self.id_bits)
+    }
+
+    fn tag_mask(&self) -> u32 {
+        !0u32 << self.tag_shift()
+    }
+
     fn tag(&self, hash: u64) -> u32 {
-        (((hash >> 32) as u32) >> self.id_bits) << self.id_bits
+        ((hash >> 32) as u32) & self.tag_mask()
+    }
+
+    /// A slot: `tag` (in place), displacement `disp` (saturated), `id`.
+    fn pack(&self, tag: u32, disp: usize, id: u32) -> u32 {
+        let d = disp.min(self.disp_max() as usize) as u32;
+        tag | d << self.id_bits | id
+    }
+
+    /// The displacement of the id in slot `x` at index `j`: from the slot
+    /// when it is below the field's largest value, else from its hash.
+    fn disp_at(&self, x: u32, j: usize, hash_of: &impl Fn(u32) -> u64) -> usize {
+        let d = (x >> self.id_bits) & self.disp_max();
+        if d < self.disp_max() {
+            d as usize
+        } else {
+            self.dist(self.home(hash_of(x & self.id_mask())), j)
+        }
     }
 
     /// Can `id` be stored with the current width?
@@ -411,19 +456,21 @@ impl IdTable {
         self.id_bits != 0 && id < self.id_mask()
     }
 
-    /// Make room for `id` by widening the id field (shortening every tag).
-    /// O(slots), no record is read.
+    /// Make room for `id` by widening the id field (shortening every tag,
+    /// and in the widest tables the displacement). O(slots), no record is
+    /// read.
     fn widen_for(&mut self, id: u32) {
         let bits = id_bits_for(id).max(self.id_bits);
         if bits == self.id_bits {
             return;
         }
-        let (old_bits, old_mask) = (self.id_bits, self.id_mask());
+        let (old_bits, old_mask, old_dmax) = (self.id_bits, self.id_mask(), self.disp_max());
         self.id_bits = bits;
+        let (tmask, dmax) = (self.tag_mask(), self.disp_max());
         for x in self.slots.iter_mut().filter(|x| **x != NIL) {
-            let (id, tag) = (*x & old_mask, *x >> old_bits);
-            let tag = tag >> (bits - old_bits) << bits;
-            *x = tag | id;
+            let (id, d) = (*x & old_mask, (*x >> old_bits) & old_dmax);
+            // The new tag is a prefix of the old one (the tag only shrinks).
+            *x = (*x & tmask) | d.min(dmax) << bits | id;
         }
     }
 
@@ -446,15 +493,18 @@ impl IdTable {
     /// largest of them needs (so a compacted table gets longer tags back).
     fn rebuild(&mut self, cap: usize, hash_of: impl Fn(u32) -> u64) {
         let mask = self.id_mask();
-        let old = std::mem::replace(&mut self.slots, vec![NIL; cap]);
-        let ids: Vec<u32> = old
-            .into_iter()
-            .filter(|&x| x != NIL)
-            .map(|x| x & mask)
-            .collect();
-        self.id_bits = id_bits_for(ids.iter().copied().max().unwrap_or(0));
-        for id in ids {
-            self.place(hash_of(id), id);
+        let old = std::mem::take(&mut self.slots);
+        let ids = old.into_iter().filter(|&x| x != NIL).map(|x| x & mask);
+        let items: Vec<(u64, u32)> = ids.map(|id| (hash_of(id), id)).collect();
+        self.place_all(cap, items);
+    }
+
+    /// A table of `cap` slots holding exactly `items` (hash, id).
+    fn place_all(&mut self, cap: usize, items: Vec<(u64, u32)>) {
+        self.slots = vec![NIL; cap];
+        self.id_bits = id_bits_for(items.iter().map(|x| x.1).max().unwrap_or(0));
+        for (hash, id) in items {
+            self.place(hash, id);
         }
     }
 
@@ -508,27 +558,90 @@ impl IdTable {
         if self.slots.is_empty() {
             return None;
         }
-        let (t, mask) = (self.tag(hash), self.id_mask());
+        let (t, tmask, mask) = (self.tag(hash), self.tag_mask(), self.id_mask());
         let mut i = self.home(hash);
         loop {
             let slot = self.slots[i];
             if slot == NIL {
                 return None;
             }
-            if slot & !mask == t && is(slot & mask) {
+            if slot & tmask == t && is(slot & mask) {
                 return Some(slot & mask);
             }
             i = self.next(i);
         }
     }
 
+    /// Every id of `hash`'s probe run whose tag matches: the ids that may
+    /// be records with that hash (a table holding several ids of equal
+    /// hash, as leases sharing a key, yields them all).
+    pub fn candidates(&self, hash: u64) -> impl Iterator<Item = u32> + '_ {
+        let (t, tmask, mask) = (self.tag(hash), self.tag_mask(), self.id_mask());
+        let mut i = if self.slots.is_empty() {
+            None
+        } else {
+            Some(self.home(hash))
+        };
+        std::iter::from_fn(move || loop {
+            let at = i?;
+            let slot = *self.slots.get(at)?;
+            if slot == NIL {
+                i = None;
+                return None;
+            }
+            i = Some(self.next(at));
+            if slot & tmask == t {
+                return Some(slot & mask);
+            }
+        })
+    }
+
+    /// Does the table need to grow before one more id goes in?
+    fn full(&self) -> bool {
+        (self.len + 1) * 4 > self.slots.len() * 3
+    }
+
+    /// The size a full table grows to.
+    fn grown(&self) -> usize {
+        (self.slots.len() + self.slots.len() / 2).max(8)
+    }
+
     /// Add `id` (not present yet). `hash_of` gives the hash of any stored id
     /// (needed when the table grows).
     pub fn insert(&mut self, hash: u64, id: u32, hash_of: impl Fn(u32) -> u64) {
-        if (self.len + 1) * 4 > self.slots.len() * 3 {
-            let cap = (self.slots.len() + self.slots.len() / 2).max(8);
-            self.rebuild(cap, hash_of);
+        if self.full() {
+            self.rebuild(self.grown(), hash_of);
         }
+        self.add(hash, id);
+    }
+
+    /// `insert`, where growing takes the stored ids with their hashes from
+    /// `all` (every id stored, and maybe `id` itself): the records in their
+    /// slab's order, read front to back, where `hash_of` would read them in
+    /// the table's order, one cache miss each in a large queue.
+    pub fn insert_with<I: Iterator<Item = (u64, u32)>>(
+        &mut self,
+        hash: u64,
+        id: u32,
+        all: impl FnOnce() -> I,
+    ) {
+        if self.full() {
+            let mut items = Vec::with_capacity(self.len + 1);
+            items.extend(all().filter(|x| x.1 != id));
+            if items.len() == self.len {
+                self.place_all(self.grown(), items);
+            } else {
+                // `all` disagrees with the table (a bug): grow from the
+                // table itself instead of losing ids.
+                let known: std::collections::HashMap<u32, u64> =
+                    items.into_iter().map(|(h, i)| (i, h)).collect();
+                self.rebuild(self.grown(), |i| known.get(&i).copied().unwrap_or(0));
+            }
+        }
+        self.add(hash, id);
+    }
+
+    fn add(&mut self, hash: u64, id: u32) {
         if !self.fits(id) {
             self.widen_for(id);
         }
@@ -538,13 +651,16 @@ impl IdTable {
 
     fn place(&mut self, hash: u64, id: u32) {
         let mut i = self.home(hash);
+        let mut d = 0;
         while self.slots[i] != NIL {
             i = self.next(i);
+            d += 1;
         }
-        self.slots[i] = id | self.tag(hash);
+        self.slots[i] = self.pack(self.tag(hash), d, id);
     }
 
-    /// Remove `id` (found by `hash`).
+    /// Remove `id` (found by `hash`). `hash_of` gives the hash of a stored
+    /// id: needed only for ids displaced too far to say so in their slot.
     pub fn remove(&mut self, hash: u64, id: u32, hash_of: impl Fn(u32) -> u64) -> bool {
         if self.slots.is_empty() {
             return false;
@@ -560,6 +676,7 @@ impl IdTable {
         }
         // Backward shift: pull later entries of the probe run into the hole
         // when their home slot is at or before it.
+        let tmask = self.tag_mask();
         let mut hole = i;
         let mut j = self.next(i);
         loop {
@@ -567,9 +684,10 @@ impl IdTable {
             if x == NIL {
                 break;
             }
-            let home = self.home(hash_of(x & mask));
-            if self.dist(home, j) >= self.dist(hole, j) {
-                self.slots[hole] = x;
+            let disp = self.disp_at(x, j, &hash_of);
+            let gap = self.dist(hole, j);
+            if disp >= gap {
+                self.slots[hole] = self.pack(x & tmask, disp - gap, x & mask);
                 hole = j;
             }
             j = self.next(j);
@@ -584,6 +702,22 @@ impl IdTable {
 
     pub fn heap_bytes(&self) -> usize {
         self.slots.capacity() * 4
+    }
+
+    /// Does every slot's displacement field agree with its id's hash (for
+    /// tests)?
+    #[cfg(test)]
+    fn displacements_agree(&self, hash_of: impl Fn(u32) -> u64) -> bool {
+        let mask = self.id_mask();
+        self.slots.iter().enumerate().all(|(j, &x)| {
+            if x == NIL {
+                return true;
+            }
+            let d = self.dist(self.home(hash_of(x & mask)), j);
+            let field = ((x >> self.id_bits) & self.disp_max()) as usize;
+            field == d.min(self.disp_max() as usize)
+                && x & self.tag_mask() == self.tag(hash_of(x & mask))
+        })
     }
 }
 
@@ -659,6 +793,91 @@ mod tests {
         for (k, id) in &model {
             assert_eq!(t.find(h(*k), |i| keys[i] == *k), Some(*id));
         }
+        assert!(t.displacements_agree(|i| h(keys[i])));
+    }
+
+    #[test]
+    fn id_table_displacements_stay_exact() {
+        // Long probe runs (few home slots) and every way in: insert,
+        // insert_with growing from the records, removal by backward shift
+        // (which must move each id by its displacement, reading the hash
+        // only when the slot cannot say), replace, widening, shrinking.
+        let h = |k: u64| (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 3 & 0x7) | k << 40;
+        let mut keys: Slab<u64> = Slab::default();
+        let mut t = IdTable::default();
+        let mut model: HashMap<u64, u32> = HashMap::new();
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let reads = std::cell::Cell::new(0usize);
+        for step in 0..40_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = x % 700;
+            match model.get(&k).copied() {
+                Some(id) if x % 5 < 2 => {
+                    assert!(t.remove(h(k), id, |i| {
+                        reads.set(reads.get() + 1);
+                        h(keys[i])
+                    }));
+                    keys.remove(id);
+                    model.remove(&k);
+                }
+                None => {
+                    let id = keys.insert(k).unwrap();
+                    if step.is_multiple_of(2) {
+                        t.insert(h(k), id, |i| h(keys[i]));
+                    } else {
+                        t.insert_with(h(k), id, || keys.iter().map(|(i, k)| (h(*k), i)));
+                    }
+                    model.insert(k, id);
+                }
+                _ => {}
+            }
+            if step.is_multiple_of(1000) {
+                assert!(t.displacements_agree(|i| h(keys[i])), "step {step}");
+            }
+            assert_eq!(t.len(), model.len());
+        }
+        // Far-displaced ids exist here, so some removals read hashes; the
+        // others did not.
+        assert!(reads.get() > 0);
+        for (k, id) in &model {
+            assert_eq!(t.find(h(*k), |i| keys[i] == *k), Some(*id));
+            assert_eq!(t.candidates(h(*k)).filter(|&i| keys[i] == *k).count(), 1);
+        }
+        assert!(t.displacements_agree(|i| h(keys[i])));
+        // A replace keeps the displacement; a wide id widens in place.
+        let (&k, &id) = model.iter().next().unwrap();
+        assert!(t.replace(h(k), id, MAX_ID - 1));
+        assert_eq!(t.id_bits, 30);
+        let hk = |i: u32| if i == MAX_ID - 1 { h(k) } else { h(keys[i]) };
+        assert!(t.displacements_agree(hk));
+        assert_eq!(t.find(h(k), |i| i == MAX_ID - 1), Some(MAX_ID - 1));
+        assert!(t.replace(h(k), MAX_ID - 1, id));
+        for (k, id) in model.clone() {
+            assert!(t.remove(h(k), id, |i| h(keys[i])));
+            keys.remove(id);
+            model.remove(&k);
+            if model.len().is_multiple_of(97) {
+                assert!(t.displacements_agree(|i| h(keys[i])));
+            }
+        }
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn id_table_candidates_yield_every_id_of_a_shared_hash() {
+        let mut t = IdTable::default();
+        let h = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        for id in 0..50u32 {
+            // ids 0..10 share one hash; the others differ.
+            let k = if id < 10 { 7 } else { id as u64 + 100 };
+            t.insert(h(k), id, |i| h(if i < 10 { 7 } else { i as u64 + 100 }));
+        }
+        let mut same: Vec<u32> = t.candidates(h(7)).filter(|&i| i < 10).collect();
+        same.sort_unstable();
+        assert_eq!(same, (0..10).collect::<Vec<_>>());
+        assert_eq!(IdTable::default().candidates(h(7)).count(), 0);
     }
 
     #[test]

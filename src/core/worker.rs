@@ -28,7 +28,6 @@
 //! its config names, so running counts per collation (`caps.rs`) follow it.
 
 use std::borrow::Cow;
-use std::collections::hash_map::Entry;
 
 use super::config::JobKey;
 use super::error::QueueError;
@@ -36,7 +35,7 @@ use super::job::LoadedJob;
 use super::limits::{lease_deadline, valid_time, MAX_TIME, SEQ_LIMIT};
 use super::queue::{JobInfo, Queue};
 pub use super::work::{
-    Dead, DeathCause, Delayed, Lease, Parked, StoredResult, Tokens, Work, CANCEL_MEMORY_MS,
+    Dead, DeathCause, Delayed, Lease, Leases, Parked, StoredResult, Work, CANCEL_MEMORY_MS,
 };
 
 /// Retry and dead-letter policy, resolved by the adapter from module
@@ -427,7 +426,7 @@ impl Queue {
                 nonce,
                 release_at,
             } => {
-                let l = self.work.leases.get(token)?;
+                let l = self.work.leases.get(*token)?;
                 let mut job = self.parked_info(l.key, &l.job, *release_at);
                 job.nonce = *nonce;
                 Some(Delivery {
@@ -470,6 +469,10 @@ impl Queue {
         let report = self.tick(now, policy);
         let mut out = Vec::new();
         while out.len() < count {
+            if lease_ms > 0 && !self.work.leases.has_room() {
+                // No slot for another lease (2^30 held): hand out no more.
+                break;
+            }
             let Some(popped) = self.take_next()? else {
                 break;
             };
@@ -480,15 +483,18 @@ impl Queue {
             let token = self.alloc_seq() as u64;
             let (nonce, release_at) = (popped.nonce, popped.release);
             let (key, job) = Queue::parked_from(popped);
-            self.lease_insert(
-                token,
-                Lease {
-                    key,
-                    deadline,
-                    job,
-                    superseded: false,
-                },
-            );
+            let lease = Lease {
+                key,
+                deadline,
+                job,
+                superseded: false,
+            };
+            if let Err(l) = self.lease_insert(token, lease) {
+                // Cannot happen (room checked above, tokens are new): the
+                // job goes back rather than being lost.
+                self.requeue_parked(l.key, l.job, now, DeathCause::Expired);
+                break;
+            }
             out.push(Handout::Leased {
                 token,
                 deadline,
@@ -502,40 +508,33 @@ impl Queue {
     /// The lease `token` if it is held for `key`; the error tells a
     /// cancelled job from a lease that is simply not held.
     fn held_lease(&self, key: &JobKey, token: u64) -> Result<&Lease, QueueError> {
-        match self.work.leases.get(&token) {
+        match self.work.leases.get(token) {
             Some(l) if l.key == *key => Ok(l),
             _ if self.work.cancelled.contains_key(&token) => Err(QueueError::Cancelled),
             _ => Err(QueueError::LeaseNotHeld),
         }
     }
 
-    pub(crate) fn lease_insert(&mut self, token: u64, lease: Lease) {
-        if let Some(c) = lease.job.coll_id() {
+    /// Add a lease (its token new); it comes back, nothing changed, when
+    /// it cannot be stored (no room: every pop checks first).
+    pub(crate) fn lease_insert(&mut self, token: u64, lease: Lease) -> Result<(), Lease> {
+        let (deadline, len, coll) = (lease.deadline, lease.job.payload.len(), lease.job.coll_id());
+        self.work.leases.insert(token, lease)?;
+        let w = &mut self.work;
+        w.bytes += len;
+        w.lease_order.insert((deadline, token));
+        if let Some(c) = coll {
             self.caps.add_running(c, 1);
             self.sync_cap(c);
         }
-        let w = &mut self.work;
-        w.bytes += lease.job.payload.len();
-        w.lease_order.insert((lease.deadline, token));
-        match w.lease_keys.entry(lease.key) {
-            Entry::Occupied(mut e) => e.get_mut().push(token),
-            Entry::Vacant(e) => {
-                e.insert(Tokens::One(token));
-            }
-        }
-        w.leases.insert(token, lease);
+        Ok(())
     }
 
     fn take_lease(&mut self, token: u64) -> Option<Lease> {
         let w = &mut self.work;
-        let lease = w.leases.remove(&token)?;
+        let lease = w.leases.remove(token)?;
         w.lease_order.remove(&(lease.deadline, token));
         w.bytes -= lease.job.payload.len();
-        if let Some(tokens) = w.lease_keys.get_mut(&lease.key) {
-            if tokens.remove(token) {
-                w.lease_keys.remove(&lease.key);
-            }
-        }
         if let Some(c) = lease.job.coll_id() {
             self.caps.add_running(c, -1);
             self.sync_cap(c);
@@ -545,12 +544,7 @@ impl Queue {
 
     /// The tokens of `key`'s running deliveries, oldest first.
     fn lease_tokens_of(&self, key: &JobKey) -> Vec<u64> {
-        let mut tokens: Vec<u64> = self
-            .work
-            .lease_keys
-            .get(key)
-            .map(|t| t.as_slice().to_vec())
-            .unwrap_or_default();
+        let mut tokens = self.work.leases.tokens_of(key);
         tokens.sort_unstable();
         tokens
     }
@@ -558,11 +552,9 @@ impl Queue {
     /// A new job was queued under `key` (a regrade): older attempts of it
     /// must not come back.
     pub(crate) fn supersede(&mut self, key: &JobKey) {
-        if let Some(tokens) = self.work.lease_keys.get(key) {
-            for t in tokens.as_slice() {
-                if let Some(l) = self.work.leases.get_mut(t) {
-                    l.superseded = true;
-                }
+        for t in self.work.leases.tokens_of(key) {
+            if let Some(l) = self.work.leases.get_mut(t) {
+                l.superseded = true;
             }
         }
         if let Some(d) = self.unpark_delayed(key) {
@@ -664,7 +656,7 @@ impl Queue {
             .ok_or(QueueError::TimeOverflow)?;
         self.work.lease_order.remove(&(old, token));
         self.work.lease_order.insert((deadline, token));
-        if let Some(l) = self.work.leases.get_mut(&token) {
+        if let Some(l) = self.work.leases.get_mut(token) {
             l.deadline = deadline;
         }
         Ok(deadline)
@@ -719,7 +711,7 @@ impl Queue {
             .iter()
             .skip(offset)
             .take(limit)
-            .filter_map(|(_, t)| self.work.leases.get(t).map(|l| (*t, l)))
+            .filter_map(|(_, t)| self.work.leases.get(*t).map(|l| (*t, l)))
             .collect()
     }
 
@@ -796,7 +788,7 @@ impl Queue {
         }
         let tokens = self.lease_tokens_of(key);
         for t in tokens {
-            if let Some(l) = self.work.leases.get(&t) {
+            if let Some(l) = self.work.leases.get(t) {
                 out.push(State::Leased(*key, t, l));
             }
         }
