@@ -290,10 +290,7 @@ export class Worker extends EventEmitter {
       this.track(this.handBack(jobs, "popped while stopping, handed back"));
       return;
     }
-    if (jobs.length > 0 && !this.dispatchedThisTurn) {
-      this.dispatchedThisTurn = true;
-      setImmediate(() => (this.dispatchedThisTurn = false));
-    }
+    if (jobs.length > 0) this.markDispatched();
     // Fewer jobs than asked: the queue is empty now. Stop polling it; block instead.
     this.drained = wasBlocking ? false : this.drained || jobs.length < n;
     for (const job of jobs) this.start(job);
@@ -390,9 +387,19 @@ export class Worker extends EventEmitter {
       this.track(this.ackThenNext(job, value, result));
       return;
     }
+    // Batches of at most half the slots: when both replies arrive in one read, the second
+    // batch's jobs start a turn later (place()), so the first batch's MACK is on the wire while
+    // this process runs the second batch, as with the pops (received()).
     const kept = done.filter((d) => d.result !== undefined);
     const bare = done.filter((d) => d.result === undefined);
-    for (const group of [kept, bare]) if (group.length > 0) this.track(this.ackManyThenNext(group));
+    for (const group of [kept, bare])
+      for (let i = 0; i < group.length; i += this.batch) {
+        const chunk = group.slice(i, i + this.batch);
+        if (chunk.length === 1) {
+          const { job, value, result } = chunk[0]!;
+          this.track(this.ackThenNext(job, value, result));
+        } else this.track(this.ackManyThenNext(chunk));
+      }
   }
 
   /** ORCA.MACK ... NEXT: the jobs the reply brings run in the slots the acked ones held. */
@@ -417,11 +424,35 @@ export class Worker extends EventEmitter {
         this.emitSafe("completed", job, value);
       } else this.finishFailed(job, outcome ?? new Error("ORCA.MACK gave no outcome"), "ack");
     });
-    this.reserved -= done.length;
-    if (this.stopping) await this.handBack(reply.jobs, "leased by MACK ... NEXT while stopping, handed back");
-    else for (const next of reply.jobs) this.start(next);
-    if (reply.jobs.length < done.length && !this.strategy.several) this.drained = true;
-    this.schedulePump();
+    const jobs = reply.jobs;
+    const place = async (): Promise<void> => {
+      this.reserved -= done.length;
+      if (jobs.length < done.length && !this.strategy.several) this.drained = true;
+      if (this.stopping) await this.handBack(jobs, "leased by MACK ... NEXT while stopping, handed back");
+      else {
+        if (jobs.length > 0) this.markDispatched();
+        for (const next of jobs) this.start(next);
+      }
+      this.schedulePump();
+    };
+    // A second batch's reply in the same turn: start its jobs a turn later (see flushFinishing).
+    if (this.dispatchedThisTurn && jobs.length > 0 && !this.stopping)
+      await new Promise<void>((resolve) =>
+        setImmediate(() => {
+          // The first batch's finishes leave first (its MACK is corked until the next tick),
+          // then this batch runs while the server works on them.
+          this.flushFinishing();
+          process.nextTick(() => void place().then(resolve, resolve));
+        }),
+      );
+    else await place();
+  }
+
+  /** Jobs were started in this turn: a second batch arriving in it waits a turn. */
+  private markDispatched(): void {
+    if (this.dispatchedThisTurn) return;
+    this.dispatchedThisTurn = true;
+    setImmediate(() => (this.dispatchedThisTurn = false));
   }
 
   /** Counts `f` until it settles, so close() waits for it. */
