@@ -99,7 +99,7 @@ export class Worker extends EventEmitter {
   private readonly log: Logger;
   private readonly conn: Redis;
   private readonly blocker: Redis;
-  private blockerId: number | undefined;
+  private blockerId: Promise<number> | undefined; // CLIENT ID of the blocking connection
   private readonly running = new Map<string, Running>();
   private pending = 0; // acks, nacks and hand-backs in flight
   private settledAll: (() => void) | undefined;
@@ -116,6 +116,7 @@ export class Worker extends EventEmitter {
   private backoff = 100;
   private backoffTimer: NodeJS.Timeout | undefined;
   private wakeClose: (() => void) | undefined;
+  private fetchBack: (() => void) | undefined; // close() waits for the pops in flight
   private started = false;
   private stopping = false;
   private hurry: (() => void) | undefined;
@@ -260,7 +261,8 @@ export class Worker extends EventEmitter {
     this.blocking = true;
     this.reserved += avail;
     const pop = async () => {
-      if (this.blockerId === undefined) this.blockerId = Number(await this.blocker.call("CLIENT", "ID"));
+      this.blockerId ??= this.blocker.call("CLIENT", "ID").then(Number);
+      await this.blockerId;
       return run(this.blocker, this.strategy.blocking(avail));
     };
     pop().then(
@@ -285,6 +287,7 @@ export class Worker extends EventEmitter {
     this.reserved -= n;
     if (wasBlocking) this.blocking = false;
     else this.inFlight--;
+    this.fetchBack?.();
     this.backoff = 100;
     if (this.stopping) {
       this.track(this.handBack(jobs, "popped while stopping, handed back"));
@@ -303,6 +306,7 @@ export class Worker extends EventEmitter {
       this.blocking = false;
       this.blockerId = undefined;
     } else this.inFlight--;
+    this.fetchBack?.();
     if (this.stopping) return;
     this.log.warn(`fetching jobs failed (${String(e)}); retrying in ${this.backoff} ms`);
     this.emitError(e);
@@ -579,9 +583,13 @@ export class Worker extends EventEmitter {
     // Pops in flight come back (a blocking one woken by CLIENT UNBLOCK); what they bring
     // is handed back by received().
     while (this.blocking || this.inFlight > 0) {
-      if (this.blocking) await this.unblock();
-      await sleep(20);
+      const back = new Promise<void>((resolve) => (this.fetchBack = resolve));
+      // UNBLOCK can reach the server before the pop it aims at (two connections): then it
+      // unblocks nothing, and is sent again shortly.
+      const missed = this.blocking && !(await this.unblock());
+      await Promise.race([back, sleep(missed ? 2 : 20)]); // woken when a pop returns
     }
+    this.fetchBack = undefined;
     const deadline = Date.now() + graceMs;
     while (this.running.size > 0 && !this.hurried && Date.now() < deadline) {
       await new Promise<void>((resolve) => {
@@ -614,12 +622,15 @@ export class Worker extends EventEmitter {
     this.emitSafe("closed");
   }
 
-  private async unblock(): Promise<void> {
-    if (this.blockerId === undefined) return;
+  /** CLIENT UNBLOCK of the blocking connection: whether it unblocked a command. */
+  private async unblock(): Promise<boolean> {
+    if (this.blockerId === undefined) return false;
     try {
-      await this.conn.call("CLIENT", "UNBLOCK", this.blockerId);
+      // Still being asked for (the first blocking pop): wait for it rather than a poll period.
+      return Number(await this.conn.call("CLIENT", "UNBLOCK", await this.blockerId)) === 1;
     } catch (e) {
       this.log.debug(`CLIENT UNBLOCK failed: ${String(e)}`);
+      return false;
     }
   }
 
