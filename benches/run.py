@@ -771,9 +771,13 @@ class Bench:
         self.flush()
 
     def save_and_reload(self, count, expect):
-        t0 = time.time()
-        self.r.call("SAVE")
-        save_secs = time.time() - t0
+        # The faster of two SAVEs: the second writes the same file again; SAVE ends with an
+        # fsync, so one run's time moves with the disk (1.5-2.2 s for the same build here).
+        save_secs = float("inf")
+        for _ in range(2):
+            t0 = time.time()
+            self.r.call("SAVE")
+            save_secs = min(save_secs, time.time() - t0)
         size = os.path.getsize(os.path.join(self.workdir, "dump.rdb"))
         self.r.close()
         self.r = None
@@ -1303,7 +1307,8 @@ def write_report(b, outdir, total_wall, commit):
           f"{'1.00x' if o == 'increasing' else f'{mid_ratio:.2f}x (median of the rounds)'} |")
     w("")
     w("## RDB persistence\n")
-    w("`SAVE` timed by the client; load time from the server log (`DB loaded from disk`) after a "
+    w("`SAVE` timed by the client, the faster of two (SAVE ends with an fsync: one run moves with "
+      "the disk); load time from the server log (`DB loaded from disk`) after a "
       "restart on the saved file; the job count is checked after the load.\n")
     w("| data set | SAVE (s) | RDB size (MB) | load (s) | restart until PING (s) |")
     w("|---|---|---|---|---|")
