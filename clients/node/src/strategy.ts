@@ -10,9 +10,9 @@
  * next job in the same round trip, when the job came from the first queue (NEXT takes the next
  * job of the job's own queue: for the first queue that is what MPOP would take too). Slots of
  * the first queue that finish in the same turn share one `ORCA.MACK ... NEXT COUNT n`: one
- * command acks them all and brings their next jobs. Jobs of other queues get plain ACKs, and
- * one pop for the freed slots leaves in the same write (the Worker decides, see
- * `flushFinishing`). A failure is a
+ * command acks them all and brings their next jobs. Jobs of other queues finishing in the same
+ * turn share one `ORCA.MACK` per queue (without NEXT), and a pop refills their slots (the
+ * Worker decides, see `flushFinishing`); with `ackNext: false`, plain ACKs. A failure is a
  * plain `ORCA.NACK` (its reply, the outcome, goes to the `failed` event; `NACK ... NEXT` would
  * not return it). Heartbeats are EXTEND; a job handed back at shutdown is
  * `ORCA.REENQUEUE <q> <config> <created_at>` (immediate at its original arrival, the design's
@@ -83,6 +83,21 @@ export class FetchStrategy {
       ttlMs: result === undefined ? undefined : this.opts.resultTtlMs,
       leaseMs: this.opts.leaseMs,
     });
+  }
+
+  /** Whether finished jobs are acked in batches (ORCA.MACK): with `ackNext` (the default). */
+  get batches(): boolean {
+    return this.opts.ackNext ?? true;
+  }
+
+  /** ORCA.MACK of finished jobs of one queue (all with a result or none), without NEXT. */
+  ackMany(done: { job: Job; result: Buffer | string | undefined }[]): P.Command<P.MackReply> {
+    const withResult = done.some((d) => d.result !== undefined);
+    return P.mack(
+      q(done[0]!.job),
+      done.map((d) => ({ key: d.job.key, lease: lease(d.job), result: d.result })),
+      { ttlMs: withResult ? this.opts.resultTtlMs : undefined },
+    );
   }
 
   /**

@@ -110,6 +110,7 @@ export class Worker extends EventEmitter {
   private pumpScheduled = false;
   private dispatchedThisTurn = false;
   private finishing: Finishing[] = [];
+  private acking: Finishing[] = []; // finished jobs of other queues, acked in one MACK per queue
   private flushTimer: NodeJS.Immediate | undefined; // the finishes of this loop iteration, flushed in its check phase
   private drained = false; // a pop came back short: block instead of polling
   private pausedUntil = 0;
@@ -366,6 +367,12 @@ export class Worker extends EventEmitter {
       return;
     }
     this.schedulePump();
+    if (!failed && !this.stopping && this.strategy.batches) {
+      // Another queue's job: acked with the others of this turn, one MACK per queue.
+      this.acking.push({ job, value, result });
+      this.flushTimer ??= setImmediate(() => this.flushFinishing());
+      return;
+    }
     this.track(this.settle(job, value, result, error, failed));
   }
 
@@ -380,6 +387,7 @@ export class Worker extends EventEmitter {
     this.flushTimer = undefined;
     const done = this.finishing;
     this.finishing = [];
+    this.flushAcks();
     if (this.stopping) {
       this.reserved -= done.length;
       for (const { job, value, result } of done)
@@ -406,6 +414,51 @@ export class Worker extends EventEmitter {
       }
   }
 
+  /** The finished jobs of other queues: one MACK per queue and result kind (a lone job: ACK). */
+  private flushAcks(): void {
+    const acks = this.acking;
+    if (acks.length === 0) return;
+    this.acking = [];
+    const groups = new Map<string, Finishing[]>();
+    for (const a of acks) {
+      const k = `${a.result === undefined ? 0 : 1}${a.job.queue}`;
+      const g = groups.get(k);
+      if (g) g.push(a);
+      else groups.set(k, [a]);
+    }
+    for (const g of groups.values()) {
+      if (g.length === 1) {
+        const { job, value, result } = g[0]!;
+        this.track(this.settle(job, value, result, undefined, false));
+      } else this.track(this.ackMany(g));
+    }
+  }
+
+  /** ORCA.MACK without NEXT: each job's outcome; refused as a whole, each job on its own. */
+  private async ackMany(done: Finishing[]): Promise<void> {
+    let reply: P.MackReply;
+    try {
+      reply = await run(this.conn, this.strategy.ackMany(done));
+    } catch (e) {
+      if (e instanceof ResultTooLargeError) {
+        for (const { job, value, result } of done) await this.settle(job, value, result, undefined, false);
+      } else for (const { job } of done) this.finishFailed(job, e, "ack");
+      return;
+    }
+    this.settled(done, reply.outcomes);
+  }
+
+  /** The outcomes of a MACK: `completed`, or lost (or an error) for each job. */
+  private settled(done: Finishing[], outcomes: (Error | null)[]): void {
+    done.forEach(({ job, value }, i) => {
+      const outcome = outcomes[i];
+      if (outcome === null) {
+        this.counts.completed++;
+        this.emitSafe("completed", job, value);
+      } else this.finishFailed(job, outcome ?? new Error("ORCA.MACK gave no outcome"), "ack");
+    });
+  }
+
   /** ORCA.MACK ... NEXT: the jobs the reply brings run in the slots the acked ones held. */
   private async ackManyThenNext(done: Finishing[]): Promise<void> {
     let reply: P.MackReply | undefined;
@@ -421,13 +474,7 @@ export class Worker extends EventEmitter {
       } else for (const { job } of done) this.finishFailed(job, e, "ack");
       return;
     }
-    done.forEach(({ job, value }, i) => {
-      const outcome = reply.outcomes[i];
-      if (outcome === null) {
-        this.counts.completed++;
-        this.emitSafe("completed", job, value);
-      } else this.finishFailed(job, outcome ?? new Error("ORCA.MACK gave no outcome"), "ack");
-    });
+    this.settled(done, reply.outcomes);
     const jobs = reply.jobs;
     const place = async (): Promise<void> => {
       this.reserved -= done.length;

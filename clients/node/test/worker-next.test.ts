@@ -164,6 +164,32 @@ describe("Worker with ACK ... NEXT and MPOP", () => {
     await w.close();
   });
 
+  it("jobs of the other queues finishing together are acked with one MACK per queue", async () => {
+    const { r } = await own();
+    const qs = ["a", "b", "c"].map((x) => new Queue(r, `{many}:${x}`));
+    for (const q of qs.slice(1))
+      await q.enqueueMany(Array.from({ length: 60 }, (_, i) => cfg(`${q.name}-${i}`)));
+    await r.config("RESETSTAT");
+    let done = 0;
+    const w = start(qs, (job) => ({ n: (job.config as { key: string }).key }), {
+      concurrency: 8,
+      leaseMs: 60_000,
+    });
+    w.on("completed", () => done++);
+    await waitFor(() => done === 120);
+    await w.close();
+    const [acks, macks] = [await calls(r, "orca.ack"), await calls(r, "orca.mack")];
+    assert.ok(macks > 0 && acks + macks <= 60, `${acks} ACK, ${macks} MACK for 120 jobs of other queues`);
+    for (const q of qs.slice(1)) {
+      const st = await q.stats();
+      assert.deepEqual([st.queued, st.leased, st.results], [0, 0, 60]);
+      assert.equal(
+        (await q.result((await q.enqueue(cfg(`${q.name}-0`))).key))?.toString(),
+        `{"n":"${q.name}-0"}`,
+      );
+    }
+  });
+
   it("a job leased by NEXT while closing is handed back, not lost", async () => {
     const { r } = await own();
     const q = new Queue(r, "stopping");
