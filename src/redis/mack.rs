@@ -124,14 +124,16 @@ fn parse<'a>(ctx: &Context, args: &'a [RedisString]) -> Result<MackArgs<'a>, Red
             } else {
                 settings::max_pop_count()
             };
+            // "Up to n jobs": a COUNT above orca.max-pop-count takes that many (a
+            // client refilling its slots need not know the server's limit).
             let count = match opts.get("COUNT") {
-                None => n.min(max),
+                None => n,
                 Some(v) => parse_int(v, "COUNT")?,
             };
-            if !(1..=max).contains(&count) {
-                return Err(err(format!("COUNT must be between 1 and {max}")));
+            if count < 1 {
+                return Err(err("COUNT must be at least 1"));
             }
-            Some((lease, count))
+            Some((lease, count.min(max)))
         }
     };
     if let Some(rs) = results {

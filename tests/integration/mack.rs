@@ -322,6 +322,16 @@ fn next_takes_one_job_per_lease_given_whatever_the_outcomes() {
     let refs: Vec<&Fields> = rest.iter().collect();
     let (o, none) = next_reply(mack(&mut c, q, &refs, &["NEXT"]));
     assert_eq!((o, none.len()), (vec![Ok(()), Ok(())], 0));
+    // COUNT (or the default, one per pair) above orca.max-pop-count takes that many.
+    config_set(&mut c, "orca.max-pop-count", 1);
+    enqueue(&mut c, q, &config("capped-1", None, 0));
+    enqueue(&mut c, q, &config("capped-2", None, 0));
+    let (_, one) = next_reply(mack(&mut c, q, &refs, &["NEXT", "COUNT", "5"]));
+    let (_, two) = next_reply(mack(&mut c, q, &refs, &["NEXT"]));
+    assert_eq!((one.len(), two.len()), (1, 1));
+    config_set(&mut c, "orca.max-pop-count", 1000);
+    let refs: Vec<&Fields> = one.iter().chain(two.iter()).collect();
+    mack(&mut c, q, &refs, &[]);
     // Every lease refused: the jobs are still handed out.
     enqueue(&mut c, q, &config("late", None, 0));
     let (o, got) = next_reply(mack(&mut c, q, &refs, &["NEXT"]));
@@ -412,11 +422,11 @@ fn errors_change_nothing() {
         ),
         (
             args!["ORCA.MACK", q, 1, &k, &l, "NEXT", "COUNT", 0],
-            "ERR COUNT must be between 1 and",
+            "ERR COUNT must be at least 1",
         ),
         (
-            args!["ORCA.MACK", q, 1, &k, &l, "NEXT", "COUNT", 1001],
-            "ERR COUNT must be between 1 and 1000",
+            args!["ORCA.MACK", q, 1, &k, &l, "NEXT", "COUNT", "many"],
+            "ERR COUNT must be an integer",
         ),
         (
             args!["ORCA.MACK", q, 1, &k, &l, "NEXT", "BLOCK", 5],

@@ -226,8 +226,10 @@ export class Queue {
    * The server takes a result for every delivery of a command or for none, so entries with and
    * without a result go as two commands: those with a result first (refused as a whole, e.g. a
    * result over orca.max-payload-bytes, it rejects and nothing has changed), then the others
-   * with `next`. A delivery given twice is sent once; its repeats get what the server answers a
-   * repeat ("lease not held", or the first one's error), as if acked in the order given.
+   * with `next` (an error reply to that second command is then the outcome of each of its
+   * deliveries, none of them acked). A delivery given twice is sent once; its repeats get what
+   * the server answers a repeat ("lease not held", or the first one's error), as if acked in
+   * the order given.
    */
   async ackMany(
     entries: (Delivery | { delivery: Delivery; result?: unknown })[],
@@ -257,13 +259,22 @@ export class Queue {
     let jobs: Job[] = [];
     for (const [g, group] of groups.entries()) {
       const last = g === groups.length - 1;
-      const reply = await this.run(
-        P.mack(
-          this.name,
-          group.map((n) => items[n]!),
-          { ttlMs: opts.ttlMs, next: last ? next : undefined },
-        ),
-      );
+      let reply: P.MackReply;
+      try {
+        reply = await this.run(
+          P.mack(
+            this.name,
+            group.map((n) => items[n]!),
+            { ttlMs: opts.ttlMs, next: last ? next : undefined },
+          ),
+        );
+      } catch (e) {
+        // The first refused as a whole: nothing changed. The second: the first's are done,
+        // so its error is the outcome of each of its deliveries (none acked).
+        if (g === 0 || !(e instanceof OrcaError)) throw e;
+        group.forEach((n) => got.set(n, e));
+        continue;
+      }
       group.forEach((n, k) => got.set(n, reply.outcomes[k] ?? null));
       if (last) jobs = reply.jobs;
     }

@@ -111,6 +111,7 @@ export class Worker extends EventEmitter {
   private dispatchedThisTurn = false;
   private finishing: Finishing[] = [];
   private acking: Finishing[] = []; // finished jobs of other queues, acked in one MACK per queue
+  private noMack = false; // the server has no ORCA.MACK: plain ACKs
   private flushTimer: NodeJS.Immediate | undefined; // the finishes of this loop iteration, flushed in its check phase
   private drained = false; // a pop came back short: block instead of polling
   private pausedUntil = 0;
@@ -175,6 +176,8 @@ export class Worker extends EventEmitter {
     this.blocker = blockingConnection(client);
     this.conn.on("error", (e: Error) => this.log.warn(`worker connection: ${e.message}`));
     this.blocker.on("error", (e: Error) => this.log.warn(`worker blocking connection: ${e.message}`));
+    // A reconnected blocking connection has another CLIENT ID: ask again before unblocking it.
+    this.blocker.on("ready", () => (this.blockerId = undefined));
     if (opts.handleSignals ?? true) {
       this.onSignal = () => {
         if (this.closing) {
@@ -367,7 +370,7 @@ export class Worker extends EventEmitter {
       return;
     }
     this.schedulePump();
-    if (!failed && !this.stopping && this.strategy.batches) {
+    if (!failed && !this.stopping && this.strategy.batches && !this.noMack) {
       // Another queue's job: acked with the others of this turn, one MACK per queue.
       this.acking.push({ job, value, result });
       this.flushTimer ??= setImmediate(() => this.flushFinishing());
@@ -388,7 +391,8 @@ export class Worker extends EventEmitter {
     const done = this.finishing;
     this.finishing = [];
     this.flushAcks();
-    if (this.stopping) {
+    if (this.stopping || (this.noMack && done.length > 1)) {
+      if (!this.stopping) this.schedulePump();
       this.reserved -= done.length;
       for (const { job, value, result } of done)
         this.track(this.settle(job, value, result, undefined, false));
@@ -440,12 +444,25 @@ export class Worker extends EventEmitter {
     try {
       reply = await run(this.conn, this.strategy.ackMany(done));
     } catch (e) {
-      if (e instanceof ResultTooLargeError) {
+      if (this.byOne(e)) {
         for (const { job, value, result } of done) await this.settle(job, value, result, undefined, false);
       } else for (const { job } of done) this.finishFailed(job, e, "ack");
       return;
     }
     this.settled(done, reply.outcomes);
+  }
+
+  /**
+   * Whether a MACK refused as a whole is to be retried job by job: a result over
+   * orca.max-payload-bytes (only its job fails), or a server without ORCA.MACK (a module older
+   * than this client: from then on, plain ACKs).
+   */
+  private byOne(e: unknown): boolean {
+    if (e instanceof ResultTooLargeError) return true;
+    if (!(e instanceof Error) || !/unknown command/i.test(e.message)) return false;
+    if (!this.noMack) this.log.warn("the server has no ORCA.MACK (an older module): acking job by job");
+    this.noMack = true;
+    return true;
   }
 
   /** The outcomes of a MACK: `completed`, or lost (or an error) for each job. */
@@ -469,7 +486,7 @@ export class Worker extends EventEmitter {
       // oversized result fails only its job.
       this.reserved -= done.length;
       this.schedulePump();
-      if (e instanceof ResultTooLargeError) {
+      if (this.byOne(e)) {
         for (const { job, value, result } of done) await this.settle(job, value, result, undefined, false);
       } else for (const { job } of done) this.finishFailed(job, e, "ack");
       return;
@@ -629,12 +646,14 @@ export class Worker extends EventEmitter {
     this.log.info(`worker stopping: no new jobs; ${this.running.size} running`);
     // Pops in flight come back (a blocking one woken by CLIENT UNBLOCK); what they bring
     // is handed back by received().
+    let misses = 0;
     while (this.blocking || this.inFlight > 0) {
       const back = new Promise<void>((resolve) => (this.fetchBack = resolve));
       // UNBLOCK can reach the server before the pop it aims at (two connections): then it
-      // unblocks nothing, and is sent again shortly.
-      const missed = this.blocking && !(await this.unblock());
-      await Promise.race([back, sleep(missed ? 2 : 20)]); // woken when a pop returns
+      // unblocks nothing, and is sent again shortly (then every 20 ms, as for a pop that is
+      // not blocked yet).
+      if (this.blocking && !(await this.unblock())) misses++;
+      await Promise.race([back, sleep(misses > 0 && misses <= 10 ? 2 : 20)]); // woken when a pop returns
     }
     this.fetchBack = undefined;
     const deadline = Date.now() + graceMs;

@@ -3,8 +3,10 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import {
+  Job,
   JobCancelledError,
   LeaseLostError,
+  OrcaError,
   Queue,
   ResultTooLargeError,
   blockingConnection,
@@ -120,6 +122,31 @@ describe("NEXT and MPOP", () => {
     assert.equal(got.jobs.length, 1);
     assert.equal((await q.result(a!.key))?.toString(), '{"x":1}');
     assert.equal(await q.result(b!.key), null);
+  });
+
+  it("ackMany: NEXT beyond orca.max-pop-count takes that many; a refused second command is its deliveries' outcome", async () => {
+    const q = new Queue(ctx.r, qname());
+    await q.enqueueMany(Array.from({ length: 14 }, (_, i) => cfg(`p${i}`, { priority: i })));
+    const popped = await q.popMany(12, { leaseMs: 60_000 });
+    await ctx.r.config("SET", "orca.max-pop-count", "10");
+    try {
+      // Three with a result, nine without: two commands, NEXT with the second.
+      const got = await q.ackMany(
+        popped.map((job, i) => (i < 3 ? { delivery: job, result: i } : job)),
+        { next: { leaseMs: 60_000 } },
+      );
+      assert.deepEqual(got.outcomes, Array(12).fill(null));
+      assert.equal(got.jobs.length, 2); // what is left, at most 10
+      // The second command refused (a LEASE the clock cannot hold): the first's are acked.
+      const [a, b] = got.jobs as [Job, Job];
+      const bad = await q.ackMany([{ delivery: a, result: "r" }, b], { next: { leaseMs: 2 ** 53 - 1 } });
+      assert.equal(bad.outcomes[0], null);
+      assert.ok(bad.outcomes[1] instanceof OrcaError && /time out of range/.test(bad.outcomes[1].message));
+      assert.deepEqual(bad.jobs, []);
+      assert.equal((await q.status(b.key))?.state, "leased");
+    } finally {
+      await ctx.r.config("SET", "orca.max-pop-count", "1000");
+    }
   });
 
   it("mpop takes from the first queue with jobs", async () => {

@@ -13,6 +13,7 @@ from orca_queue import (
     JobCancelledError,
     LeaseLostError,
     MackReply,
+    OrcaError,
     Queue,
     ResultTooLargeError,
     blocking_client,
@@ -114,6 +115,32 @@ def test_ack_many_mixed_results_all_or_nothing_in_order(r: redis.Redis, qname: s
     assert len(got.jobs) == 1
     assert q.result(a.key) == b'{"x":1}'
     assert q.result(b.key) is None
+
+
+def test_ack_many_next_beyond_max_pop_count_and_a_refused_second_command(
+    r: redis.Redis, qname: str
+) -> None:
+    q = Queue(r, qname)
+    for i in range(14):
+        q.enqueue(cfg(f"p{i}", priority=i))
+    popped = q.pop_many(12, lease_ms=60_000)
+    r.config_set("orca.max-pop-count", 10)
+    try:
+        # Three with a result, nine without: two commands, NEXT with the second.
+        got = q.ack_many(popped, [0, 1, 2] + [None] * 9, next=True, lease_ms=60_000)
+        assert got.outcomes == [None] * 12
+        assert len(got.jobs) == 2  # what is left, at most 10
+        # The second command refused (a lease the clock cannot hold): the first's are acked.
+        a, b = got.jobs
+        bad = q.ack_many([a, b], ["r", None], next=True, lease_ms=2**53 - 1)
+        assert bad.outcomes[0] is None
+        assert isinstance(bad.outcomes[1], OrcaError)
+        assert "time out of range" in str(bad.outcomes[1])
+        assert bad.jobs == []
+        st = q.status(b.key)
+        assert st is not None and st.state == "leased"
+    finally:
+        r.config_set("orca.max-pop-count", 1000)
 
 
 def test_mpop_takes_from_the_first_queue_with_jobs(r: redis.Redis, qname: str) -> None:

@@ -374,9 +374,12 @@ def mack_plan(
     next: bool = False,
     lease_ms: Optional[int] = None,
     count: Optional[int] = None,
-) -> tuple[list[Command[MackReply]], Callable[[list[MackReply]], MackReply]]:
+) -> tuple[list[Command[MackReply]], Callable[[list[MackReply | OrcaError]], MackReply]]:
     """The ORCA.MACK commands for ``items`` and how to merge their replies back into the
-    items' order (``count`` defaults to one job per item).
+    items' order (``count`` defaults to one job per item; the server takes at most
+    ``orca.max-pop-count``). Run them in order: an error reply to the first means nothing
+    changed (raise it); an error reply to the second is the outcome of each of its items
+    (not acked), since the first's are already done.
 
     One command when every item has a result or none does. Otherwise two (the server takes a
     result for every delivery of a command or for none): those with a result first, so that
@@ -410,11 +413,14 @@ def mack_plan(
             q, [items[n] for n in kept], ttl_ms, next=True, lease_ms=lease_ms, count=count
         )
 
-    def merge(replies: list[MackReply]) -> MackReply:
+    def merge(replies: list[MackReply | OrcaError]) -> MackReply:
         got: dict[int, Optional[OrcaError]] = {}
         groups = [g for g in (kept, bare) if g]
         for group, reply in zip(groups, replies, strict=True):
-            got.update(zip(group, reply.outcomes, strict=True))
+            if isinstance(reply, OrcaError):  # refused as a whole: none of them acked
+                got.update((n, reply) for n in group)
+            else:
+                got.update(zip(group, reply.outcomes, strict=True))
         outcomes: list[Optional[OrcaError]] = []
         for n, (key, lease, _) in enumerate(items):
             f = first[(key, lease)]
@@ -422,7 +428,8 @@ def mack_plan(
                 outcomes.append(got[n])
             else:
                 outcomes.append(got[f] if got[f] is not None else LeaseLostError(LEASE_NOT_HELD))
-        return MackReply(outcomes, replies[-1].jobs)
+        last = replies[-1]
+        return MackReply(outcomes, [] if isinstance(last, OrcaError) else last.jobs)
 
     return cmds, merge
 

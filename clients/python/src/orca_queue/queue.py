@@ -278,7 +278,10 @@ class Queue:
         :class:`JobCancelledError`), never raised here: a refused delivery does not stop the
         others. With ``next=True`` it also leases up to ``count`` jobs (default one per
         delivery) for ``lease_ms``, in the same atomic step, whatever the outcomes
-        (``.jobs``). Deliveries with and without a result go as two commands."""
+        (``.jobs``). Deliveries with and without a result go as two commands: those with a
+        result first (refused as a whole, e.g. a result over ``orca.max-payload-bytes``, it
+        raises and nothing changed), then the others with ``next`` (an error reply to that one
+        is the outcome of each of its deliveries: none acked)."""
         cmds, merge = P.mack_plan(
             self.name,
             P.mack_items(deliveries, results),
@@ -287,7 +290,17 @@ class Queue:
             lease_ms=lease_ms,
             count=count,
         )
-        return merge([self._run(c) for c in cmds])
+        replies: builtins.list[P.MackReply | OrcaError] = []
+        for i, c in enumerate(cmds):
+            try:
+                reply = self._run(c)
+            except OrcaError as e:
+                if i == 0:  # nothing changed yet
+                    raise
+                replies.append(e)
+            else:
+                replies.append(reply)
+        return merge(replies)
 
     def nack(
         self, job: Job | str, lease: Optional[str] = None, *, delay_ms: Optional[int] = None

@@ -233,7 +233,17 @@ class Queue:
             lease_ms=lease_ms,
             count=count,
         )
-        return merge([await self._run(c) for c in cmds])
+        replies: builtins.list[P.MackReply | OrcaError] = []
+        for i, c in enumerate(cmds):
+            try:
+                reply = await self._run(c)
+            except OrcaError as e:
+                if i == 0:  # nothing changed yet
+                    raise
+                replies.append(e)
+            else:
+                replies.append(reply)
+        return merge(replies)
 
     async def nack(
         self, job: Job | str, lease: str | None = None, *, delay_ms: int | None = None
