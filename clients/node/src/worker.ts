@@ -84,8 +84,6 @@ function integer(name: string, value: unknown, low: number, why = ""): void {
     throw new RangeError(`${name} must be an integer >= ${low}${why}`);
 }
 
-// Lease tokens are unique within a queue.
-const token = (job: Job) => `${job.queue}\u0000${job.lease}`;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
 
 export class Worker extends EventEmitter {
@@ -100,7 +98,7 @@ export class Worker extends EventEmitter {
   private readonly conn: Redis;
   private readonly blocker: Redis;
   private blockerId: Promise<number> | undefined; // CLIENT ID of the blocking connection
-  private readonly running = new Map<string, Running>();
+  private readonly running = new Set<Running>();
   private pending = 0; // acks, nacks and hand-backs in flight
   private settledAll: (() => void) | undefined;
   private readonly batch: number;
@@ -325,7 +323,7 @@ export class Worker extends EventEmitter {
   // -- handling ---------------------------------------------------------------------------
   private start(job: Job): void {
     const r: Running = { job, lastBeat: Date.now(), finished: false };
-    this.running.set(token(job), r);
+    this.running.add(r);
     let p: Promise<unknown>;
     try {
       p = Promise.resolve(this.handler(job));
@@ -345,7 +343,7 @@ export class Worker extends EventEmitter {
       return;
     }
     r.finished = true;
-    this.running.delete(token(job));
+    this.running.delete(r);
     this.wakeClose?.();
     if (job.abandoned !== undefined) {
       this.schedulePump();
@@ -614,7 +612,7 @@ export class Worker extends EventEmitter {
   // -- heartbeats -------------------------------------------------------------------------
   private beat(): void {
     const now = Date.now();
-    for (const r of this.running.values()) {
+    for (const r of this.running) {
       if (r.finished || r.job.abandoned !== undefined || now - r.lastBeat < this.heartbeatMs) continue;
       r.lastBeat = now; // one heartbeat in flight per job
       run(this.conn, this.strategy.extend(r.job)).then(
@@ -668,7 +666,7 @@ export class Worker extends EventEmitter {
     }
     this.wakeClose = undefined;
     this.flushFinishing(); // finishes waiting for the check phase: acked now (plain ACKs), tracked below
-    const leftovers = [...this.running.values()].filter((r) => !r.finished);
+    const leftovers = [...this.running].filter((r) => !r.finished);
     for (const r of leftovers) r.finished = true;
     this.running.clear();
     // A delivery whose lease is already lost is not ours to hand back.
