@@ -14,7 +14,9 @@
 //! is set; turning one on builds it in O((singles + collations) log n).
 //!
 //! Running counts (leased jobs naming each collation, immediate ones
-//! included) are kept whether or not a cap is set.
+//! included) are kept while a cap is set: setting one counts the leases
+//! (O(leases)); without a cap a lease costs no count update, and the
+//! busiest collations (`ORCA.STATS`) are counted from the leases.
 
 use std::collections::BTreeSet;
 
@@ -59,16 +61,18 @@ impl Caps {
         self.on() && self.running(c) >= self.max
     }
 
-    /// Collations with leased jobs, most running first (then by id).
+    /// Collations with leased jobs, most running first (then by id), from
+    /// the counts kept while a cap is set.
     pub fn busiest(&self, limit: usize) -> Vec<(u32, u32)> {
-        let mut v: Vec<(u32, u32)> = self.running.iter().map(|(c, n)| (*c, *n)).collect();
-        v.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        v.truncate(limit);
-        v
+        busiest_of(self.running.iter().map(|(c, n)| (*c, *n)), limit)
     }
 
-    /// A lease of a job naming `c` started (+1) or ended (-1).
+    /// A lease of a job naming `c` started (+1) or ended (-1); counted only
+    /// while a cap is set.
     pub fn add_running(&mut self, c: u32, delta: i32) {
+        if !self.on() {
+            return;
+        }
         let n = self.running.entry(c).or_insert(0);
         *n = n.saturating_add_signed(delta);
         if *n == 0 {
@@ -129,18 +133,24 @@ impl Caps {
     }
 
     /// Set the cap and rebuild the index from `singles` and the collations'
-    /// earliest reservations.
+    /// earliest reservations, and the running counts from `leased` (the
+    /// collation of each leased job).
     pub fn set_max(
         &mut self,
         max: u32,
         singles: impl Iterator<Item = (ResKey, u32)>,
         heads: impl Iterator<Item = (u32, (ResKey, u32))>,
+        leased: impl Iterator<Item = u32>,
     ) {
         self.max = max;
         self.eligible.clear();
         self.heads.clear();
+        self.running = IdMap::default();
         if max == 0 {
             return;
+        }
+        for c in leased {
+            *self.running.entry(c).or_insert(0) += 1;
         }
         self.eligible.extend(singles);
         for (c, h) in heads {
@@ -174,7 +184,7 @@ impl Caps {
         }
     }
 
-    /// Running counts as a map (for the check).
+    /// Running counts as a map (for the check; empty without a cap).
     pub fn running_counts(&self) -> &IdMap<u32, u32> {
         &self.running
     }
@@ -189,6 +199,18 @@ impl Caps {
     }
 }
 
+/// The `limit` collations with the most running jobs, most first (then by
+/// id), from (collation, count) pairs.
+pub(crate) fn busiest_of(
+    counts: impl Iterator<Item = (u32, u32)>,
+    limit: usize,
+) -> Vec<(u32, u32)> {
+    let mut v: Vec<(u32, u32)> = counts.collect();
+    v.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.truncate(limit);
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,7 +222,12 @@ mod tests {
     #[test]
     fn capped_collations_leave_the_index_and_wake_on_return() {
         let mut caps = Caps::default();
-        caps.set_max(2, [(rk(50, 9), 900)].into_iter(), std::iter::empty());
+        caps.set_max(
+            2,
+            [(rk(50, 9), 900)].into_iter(),
+            std::iter::empty(),
+            std::iter::empty(),
+        );
         assert!(caps.take_woken());
         caps.sync(1, Some((rk(10, 1), 100)));
         caps.sync(2, Some((rk(20, 2), 200)));
@@ -224,10 +251,30 @@ mod tests {
         assert_eq!(caps.first(), Some(300));
         caps.single(rk(1, 3), 300, false);
         // No cap: no index.
-        caps.set_max(0, std::iter::empty(), std::iter::empty());
+        caps.set_max(
+            0,
+            std::iter::empty(),
+            std::iter::empty(),
+            std::iter::empty(),
+        );
         assert_eq!(caps.first(), None);
         caps.sync(1, Some((rk(10, 1), 100)));
         assert_eq!(caps.first(), None);
-        assert_eq!(caps.busiest(5), vec![(1, 1)]);
+        // No cap: no counts either; setting one counts the leases given.
+        assert_eq!(caps.busiest(5), vec![]);
+        caps.add_running(1, 1);
+        assert_eq!(caps.running(1), 0);
+        caps.set_max(
+            1,
+            std::iter::empty(),
+            std::iter::empty(),
+            [1, 1, 2].into_iter(),
+        );
+        assert_eq!(
+            (caps.running(1), caps.running(2), caps.running(3)),
+            (2, 1, 0)
+        );
+        assert!(caps.capped(1) && caps.capped(2));
+        assert_eq!(caps.busiest(1), vec![(1, 2)]);
     }
 }

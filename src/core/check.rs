@@ -284,12 +284,12 @@ impl Queue {
         if !self.settings.autodelay.on() && !self.window.is_empty() {
             return Err("a submission window without an auto delay".into());
         }
-        let mut running: IdMap<u32, u32> = IdMap::default();
-        for l in self.work.leases.values() {
-            if let Some(c) = l.job.coll_id() {
-                *running.entry(c).or_insert(0) += 1;
-            }
-        }
+        // Counts are kept while a cap is set (and none without).
+        let running = if self.caps.on() {
+            self.running_counts()
+        } else {
+            IdMap::default()
+        };
         if &running != self.caps.running_counts() {
             return Err("running counts disagree with the leases".into());
         }

@@ -20,7 +20,7 @@
 
 use std::borrow::Cow;
 
-use super::caps::Caps;
+use super::caps::{busiest_of, Caps};
 use super::collation::Collations;
 use super::config::{JobConfig, JobKey};
 use super::error::QueueError;
@@ -123,7 +123,12 @@ impl Queue {
     /// A new, empty queue with these settings (validated by the caller).
     pub fn with_settings(settings: Settings) -> Self {
         let mut caps = Caps::default();
-        caps.set_max(settings.max_running, std::iter::empty(), std::iter::empty());
+        caps.set_max(
+            settings.max_running,
+            std::iter::empty(),
+            std::iter::empty(),
+            std::iter::empty(),
+        );
         Queue {
             settings,
             jobs: Slab::default(),
@@ -184,8 +189,18 @@ impl Queue {
             .filter(|(_, rec)| rec.len > 0)
             .filter_map(|(c, _)| self.colls.first_res(c).map(|n| (c, (self.rk(n), n))))
             .collect();
-        self.caps
-            .set_max(max, singles.into_iter(), heads.into_iter());
+        let leased: Vec<u32> = self
+            .work
+            .leases
+            .values()
+            .filter_map(|l| l.job.coll_id())
+            .collect();
+        self.caps.set_max(
+            max,
+            singles.into_iter(),
+            heads.into_iter(),
+            leased.into_iter(),
+        );
     }
 
     /// Keep collation `c`'s entry in the eligibility index right.
@@ -208,8 +223,13 @@ impl Queue {
 
     /// Collations with leased jobs, most first: (name, running count).
     pub fn running_by_collation(&self, limit: usize) -> Vec<(Cow<'_, str>, u32)> {
-        self.caps
-            .busiest(limit)
+        let busiest = if self.caps.on() {
+            self.caps.busiest(limit)
+        } else {
+            // Without a cap nothing keeps counts: count the leases.
+            busiest_of(self.running_counts().into_iter(), limit)
+        };
+        busiest
             .into_iter()
             .map(|(c, n)| (self.name_of(c), n))
             .collect()

@@ -31,6 +31,7 @@ use std::borrow::Cow;
 
 use super::config::JobKey;
 use super::error::QueueError;
+use super::idmap::IdMap;
 use super::job::LoadedJob;
 use super::limits::{lease_deadline, valid_time, MAX_TIME, SEQ_LIMIT};
 use super::queue::{JobInfo, Queue};
@@ -811,6 +812,21 @@ impl Queue {
 
     /// Collation `c`'s running count (leased jobs naming it).
     pub fn running(&self, c: u32) -> u32 {
-        self.caps.running(c)
+        if self.caps.on() {
+            self.caps.running(c)
+        } else {
+            self.running_counts().get(&c).copied().unwrap_or(0)
+        }
+    }
+
+    /// Running counts per collation, counted from the leases: O(leases).
+    pub(crate) fn running_counts(&self) -> IdMap<u32, u32> {
+        let mut running: IdMap<u32, u32> = IdMap::default();
+        for l in self.work.leases.values() {
+            if let Some(c) = l.job.coll_id() {
+                *running.entry(c).or_insert(0) += 1;
+            }
+        }
+        running
     }
 }
