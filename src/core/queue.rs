@@ -189,18 +189,10 @@ impl Queue {
             .filter(|(_, rec)| rec.len > 0)
             .filter_map(|(c, _)| self.colls.first_res(c).map(|n| (c, (self.rk(n), n))))
             .collect();
-        let leased: Vec<u32> = self
-            .work
-            .leases
-            .values()
-            .filter_map(|l| l.job.coll_id())
-            .collect();
-        self.caps.set_max(
-            max,
-            singles.into_iter(),
-            heads.into_iter(),
-            leased.into_iter(),
-        );
+        // Read by set_max only when a cap is set: no pass over the leases otherwise.
+        let leased = self.work.leases.values().filter_map(|l| l.job.coll_id());
+        self.caps
+            .set_max(max, singles.into_iter(), heads.into_iter(), leased);
     }
 
     /// Keep collation `c`'s entry in the eligibility index right.
