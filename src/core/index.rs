@@ -11,10 +11,12 @@
 //! the queue links its records to nodes directly. Each node carries two
 //! `u32` payload words (`val`, `aux`) for the queue's use. A node is 20
 //! bytes plus its key (36 with the queue's 16-byte, 4-aligned key). Heap
-//! priorities are a hash of the node id and a per-index random seed: nothing
-//! is stored for them, and a client who knows the code still cannot predict
-//! them (a predictable priority sequence would let crafted release times
-//! build a degenerate, deep tree).
+//! priorities are a keyed hash of the node's key under a per-index random
+//! seed: nothing is stored for them, and a client who knows the code still
+//! cannot predict them (a predictable priority sequence would let crafted
+//! release times build a degenerate, deep tree). Because a node's priority
+//! follows its key, not its id, moving a node to another id (compaction)
+//! keeps its place in the tree: one descent to its parent and a relink.
 
 use std::cmp::Ordering;
 use std::num::NonZeroU32;
@@ -34,31 +36,57 @@ struct Node<K> {
 
 /// Ordered set of keys with rank/select in O(log n); each node holds two
 /// `u32` words for the caller.
+/// A key the index can order and hash into a heap priority: two words that
+/// tell distinct keys apart (the index mixes them with its seed).
+pub trait IndexKey: Ord + Copy {
+    fn words(&self) -> (u64, u64);
+}
+
+impl IndexKey for i64 {
+    fn words(&self) -> (u64, u64) {
+        (*self as u64, 0)
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct OrderIndex<K> {
     nodes: Slab<Node<K>>,
     root: u32,
-    seed: u32,
+    /// The leftmost node (`NIL` when empty), kept so the queue's most
+    /// frequent question, "what comes first", needs no descent.
+    min: u32,
+    seed: u64,
 }
 
-impl<K: Ord + Copy> Default for OrderIndex<K> {
+impl<K: IndexKey> Default for OrderIndex<K> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-fn random_seed() -> u32 {
+fn random_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u32(0x6f72_6361);
-    h.finish() as u32
+    h.finish()
 }
 
-impl<K: Ord + Copy> OrderIndex<K> {
+/// MurmurHash3's 64-bit finalizer: a bijection in which every input bit
+/// flips each output bit with probability about one half.
+fn fmix64(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}
+
+impl<K: IndexKey> OrderIndex<K> {
     pub fn new() -> Self {
         OrderIndex {
             nodes: Slab::default(),
             root: NIL,
+            min: NIL,
             seed: random_seed(),
         }
     }
@@ -81,15 +109,15 @@ impl<K: Ord + Copy> OrderIndex<K> {
         self.nodes.heap_bytes()
     }
 
+    /// The heap priority of `key`: its two words mixed under the seed.
+    fn key_prio(&self, key: &K) -> u32 {
+        let (a, b) = key.words();
+        (fmix64(fmix64(a ^ self.seed) ^ b) >> 32) as u32
+    }
+
+    /// The heap priority of node `n`.
     fn prio(&self, n: u32) -> u32 {
-        // A 32-bit integer hash (lowbias32) of the id under the seed.
-        let mut x = n ^ self.seed;
-        x ^= x >> 16;
-        x = x.wrapping_mul(0x7feb_352d);
-        x ^= x >> 15;
-        x = x.wrapping_mul(0x846c_a68b);
-        x ^= x >> 16;
-        x
+        self.key_prio(&self.nodes[n].key)
     }
 
     fn size(&self, n: u32) -> u32 {
@@ -231,12 +259,15 @@ impl<K: Ord + Copy> OrderIndex<K> {
             size: NonZeroU32::MIN,
         })?;
         self.link_in(id, key);
+        if self.min == NIL || key < self.nodes[self.min].key {
+            self.min = id;
+        }
         Some(id)
     }
 
     /// Put stored node `id` (no children yet) into the tree under `key`.
     fn link_in(&mut self, id: u32, key: K) {
-        let p = self.prio(id);
+        let p = self.key_prio(&key);
         let (mut parent, mut left, mut cur) = (NIL, false, self.root);
         while cur != NIL && self.prio(cur) > p {
             let node = &mut self.nodes[cur];
@@ -255,25 +286,60 @@ impl<K: Ord + Copy> OrderIndex<K> {
 
     /// Remove node `n`; returns its key and words. One descent: sizes on
     /// the path shrink on the way down, then the node's two subtrees are
-    /// merged in its place (O(1) nodes expected).
+    /// merged in its place (O(1) nodes expected). Should the descent not
+    /// meet `n` (never, while the tree is sound), a second one puts the
+    /// sizes back and nothing changes.
     pub fn remove(&mut self, n: u32) -> Option<(K, u32, u32)> {
         let key = self.nodes.get(n)?.key;
-        if self.find(&key) != Some(n) {
-            return None;
-        }
         let (mut parent, mut left, mut cur) = (NIL, false, self.root);
         while cur != n {
-            let node = &mut self.nodes[cur];
+            let Some(node) = self.nodes.get_mut(cur).filter(|node| node.key != key) else {
+                self.undo_remove(&key, cur);
+                return None;
+            };
             node.size = NonZeroU32::new(node.size.get() - 1).unwrap_or(NonZeroU32::MIN);
             parent = cur;
             left = key < node.key;
             cur = if left { node.left } else { node.right };
         }
         let (l, r) = (self.nodes[n].left, self.nodes[n].right);
+        if n == self.min {
+            // The next node in order: the leftmost of n's right subtree,
+            // else n's parent (n was its left child).
+            self.min = if r == NIL { parent } else { self.leftmost(r) };
+        }
         let merged = self.merge(l, r);
         self.relink(parent, left, merged);
         let node = self.nodes.remove(n)?;
         Some((node.key, node.val, node.aux))
+    }
+
+    /// Give back the sizes a `remove` descent took on its way to `stop`.
+    fn undo_remove(&mut self, key: &K, stop: u32) {
+        let mut cur = self.root;
+        while cur != stop {
+            let Some(node) = self.nodes.get_mut(cur) else {
+                return;
+            };
+            node.size = node.size.saturating_add(1);
+            cur = if *key < node.key {
+                node.left
+            } else {
+                node.right
+            };
+        }
+    }
+
+    fn leftmost(&self, mut n: u32) -> u32 {
+        while let Some(l) = self
+            .nodes
+            .get(n)
+            .map(|node| node.left)
+            .filter(|&l| l != NIL)
+        {
+            n = l;
+        }
+        n
     }
 
     /// Shrinking: the next node to move and the id it goes to (see
@@ -287,39 +353,32 @@ impl<K: Ord + Copy> OrderIndex<K> {
         self.nodes.wants_shrink()
     }
 
-    /// Move node `from` to id `to` (from `next_move`); returns the id it
-    /// has now (`to`, or a fresh one if the index had only this node). Its
-    /// key and words are kept; its place in the tree is recomputed (heap
-    /// priorities follow the id).
+    /// Move node `from` to vacant id `to` (from `next_move`); returns `to`,
+    /// or `None` (changing nothing) if `from` is not in the tree or `to` is
+    /// not vacant. The node keeps its key, words, children and place in the
+    /// tree (its priority follows its key): one descent finds the link to
+    /// it, which is pointed at `to`.
     pub fn relocate(&mut self, from: u32, to: u32) -> Option<u32> {
-        let (key, val, aux) = self.remove(from)?;
-        if self.nodes.insert_at(
-            to,
-            Node {
-                key,
-                val,
-                aux,
-                left: NIL,
-                right: NIL,
-                size: NonZeroU32::MIN,
-            },
-        ) {
-            self.link_in(to, key);
-            Some(to)
-        } else {
-            self.insert(key, val, aux)
+        let key = self.nodes.get(from)?.key;
+        let (mut parent, mut left, mut cur) = (NIL, false, self.root);
+        while cur != from {
+            let node = self.nodes.get(cur)?;
+            parent = cur;
+            left = key < node.key;
+            cur = if left { node.left } else { node.right };
         }
+        if !self.nodes.move_record(from, to) {
+            return None;
+        }
+        self.relink(parent, left, to);
+        if self.min == from {
+            self.min = to;
+        }
+        Some(to)
     }
 
     pub fn first(&self) -> Option<u32> {
-        let mut n = self.root;
-        if n == NIL {
-            return None;
-        }
-        while self.nodes[n].left != NIL {
-            n = self.nodes[n].left;
-        }
-        Some(n)
+        (self.min != NIL).then_some(self.min)
     }
 
     pub fn last(&self) -> Option<u32> {
@@ -403,7 +462,7 @@ impl<K: Ord + Copy> OrderIndex<K> {
     /// Verify the structure itself: BST order, heap order, subtree sizes,
     /// and that the tree holds every live node.
     pub fn check_structure(&self) -> Result<(), String> {
-        fn walk<K: Ord + Copy>(
+        fn walk<K: IndexKey>(
             ix: &OrderIndex<K>,
             n: u32,
             lo: Option<K>,
@@ -438,6 +497,14 @@ impl<K: Ord + Copy> OrderIndex<K> {
         let n = walk(self, self.root, None, None, 0)?;
         if n as usize != self.nodes.len() {
             return Err("index holds nodes outside its tree".into());
+        }
+        let leftmost = if self.root == NIL {
+            NIL
+        } else {
+            self.leftmost(self.root)
+        };
+        if self.min != leftmost {
+            return Err("index's first node out of date".into());
         }
         Ok(())
     }
@@ -505,6 +572,58 @@ mod tests {
                 assert_eq!(ix.first().map(|n| *ix.key(n)), model.keys().next().copied());
                 assert_eq!(ix.last().map(|n| *ix.key(n)), model.keys().last().copied());
             }
+        }
+    }
+
+    #[test]
+    fn relocation_keeps_the_tree_and_shrinks_the_slab() {
+        let mut ix: OrderIndex<i64> = OrderIndex::new();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut ids = BTreeMap::new();
+        for k in 0..6_000i64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let key = (x % 1_000_000) as i64 * 8 + k % 8;
+            if let Some(n) = ix.insert(key, k as u32, !(k as u32)) {
+                ids.insert(key, n);
+            }
+        }
+        // Empty most of it, in key order's middle and at random.
+        let keys: Vec<i64> = ids.keys().copied().collect();
+        for (i, k) in keys.iter().enumerate() {
+            if i % 10 != 3 {
+                let n = ids.remove(k).unwrap();
+                assert!(ix.remove(n).is_some());
+            }
+        }
+        let before: Vec<(i64, u32, u32)> = ix
+            .iter()
+            .map(|n| (*ix.key(n), ix.val(n), ix.aux(n)))
+            .collect();
+        assert!(ix.wants_shrink());
+        let mut moves = 0;
+        while let Some((from, to)) = ix.next_move() {
+            assert_eq!(ix.relocate(from, to), Some(to));
+            assert!(!ix.is_live(from));
+            // A second move of the same node from its old id is refused.
+            assert_eq!(ix.relocate(from, to), None);
+            moves += 1;
+            if moves % 37 == 0 {
+                ix.check_structure().unwrap();
+            }
+        }
+        assert!(moves > 0);
+        assert!(!ix.wants_shrink());
+        ix.check_structure().unwrap();
+        let after: Vec<(i64, u32, u32)> = ix
+            .iter()
+            .map(|n| (*ix.key(n), ix.val(n), ix.aux(n)))
+            .collect();
+        assert_eq!(after, before);
+        for (i, n) in ix.iter().enumerate() {
+            assert_eq!(ix.rank(n), Some(i));
+            assert_eq!(ix.find(ix.key(n)), Some(n));
         }
     }
 

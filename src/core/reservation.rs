@@ -33,6 +33,16 @@ impl From<NodeKey> for ResKey {
     }
 }
 
+impl super::index::IndexKey for NodeKey {
+    fn words(&self) -> (u64, u64) {
+        let w = self.0;
+        (
+            (w[0] as u64) << 32 | w[1] as u64,
+            (w[2] as u64) << 32 | w[3] as u64,
+        )
+    }
+}
+
 impl Ord for NodeKey {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         ResKey::from(*self).cmp(&ResKey::from(*other))

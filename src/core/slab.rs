@@ -219,19 +219,27 @@ impl<T> Slab<T> {
         }
     }
 
-    /// Move record `from` to free slot `to` (from `next_move`).
-    pub fn move_record(&mut self, from: u32, to: u32) {
+    /// Move record `from` to free slot `to` (from `next_move`). Returns
+    /// false, changing nothing, if `from` holds no record or `to` is not a
+    /// vacant slot.
+    pub fn move_record(&mut self, from: u32, to: u32) -> bool {
+        if !matches!(self.slot_mut(to), Some(None)) {
+            return false;
+        }
         let Some(v) = self.slot_mut(from).and_then(Option::take) else {
-            return;
+            return false;
         };
         match self.slot_mut(to) {
-            Some(slot) => *slot = Some(v),
+            Some(slot) => {
+                *slot = Some(v);
+                true
+            }
             None => {
-                // Not a slot (cannot happen: `to` came from the free list):
-                // put the record back.
+                // Not reached (checked above): put the record back.
                 if let Some(slot) = self.slot_mut(from) {
                     *slot = Some(v);
                 }
+                false
             }
         }
     }
