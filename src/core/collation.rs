@@ -23,7 +23,7 @@ use std::hash::BuildHasher;
 use std::num::NonZeroU32;
 
 use super::error::QueueError;
-use super::idmap::IdMap;
+use super::idmap::{fmix64, IdMap};
 use super::index::{Iter as IndexIter, OrderIndex};
 use super::job::{Job, COLLATED};
 use super::names::{render, PackedName};
@@ -167,12 +167,7 @@ impl Collations {
     /// key cannot aim names at one slot). Long names: SipHash.
     fn name_hash(&self, packed: Option<&PackedName>, long: &str) -> u64 {
         match packed {
-            Some(p) => {
-                let mut h = p.word() ^ self.key;
-                h = (h ^ (h >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
-                h = (h ^ (h >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-                h ^ (h >> 33)
-            }
+            Some(p) => fmix64(p.word() ^ self.key),
             None => self.hasher.hash_one(long),
         }
     }

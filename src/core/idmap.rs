@@ -49,6 +49,24 @@ impl Hasher for IdHasher {
 /// A `HashMap` keyed by record ids or tokens.
 pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
+/// MurmurHash3's 64-bit finalizer: a bijection in which every input bit
+/// flips each output bit with probability about one half. Mixed with a
+/// secret, it turns words a client can steer (release times, digests it
+/// can grind) into hashes it cannot predict.
+pub(crate) fn fmix64(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}
+
+/// A random word, different in every process (for keyed hashes).
+pub(crate) fn random_word() -> u64 {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(0x6f72_6361_u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,6 +21,7 @@
 use std::cmp::Ordering;
 use std::num::NonZeroU32;
 
+use super::idmap::{fmix64, random_word};
 use super::slab::{Slab, NIL};
 
 #[derive(Clone, Debug)]
@@ -64,30 +65,13 @@ impl<K: IndexKey> Default for OrderIndex<K> {
     }
 }
 
-fn random_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(0x6f72_6361);
-    h.finish()
-}
-
-/// MurmurHash3's 64-bit finalizer: a bijection in which every input bit
-/// flips each output bit with probability about one half.
-fn fmix64(mut x: u64) -> u64 {
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    x ^ (x >> 33)
-}
-
 impl<K: IndexKey> OrderIndex<K> {
     pub fn new() -> Self {
         OrderIndex {
             nodes: Slab::default(),
             root: NIL,
             min: NIL,
-            seed: random_seed(),
+            seed: random_word(),
         }
     }
 

@@ -100,13 +100,7 @@ pub(crate) struct Popped {
     pub immediate: bool,
 }
 
-pub(crate) fn key_hash(key: &JobKey) -> u64 {
-    // The key is a SHA-256 digest: uniform, and clients cannot choose its
-    // bits, so its first 8 bytes are the hash.
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&key[..8]);
-    u64::from_le_bytes(b)
-}
+pub(crate) use super::config::key_hash;
 
 fn corrupt(msg: &str) -> QueueError {
     QueueError::Corrupt(msg.to_string())

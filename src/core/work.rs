@@ -5,7 +5,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::BTreeSet;
 
-use super::config::{JobKey, KeyMap};
+use super::config::{key_hash, JobKey, KeyMap};
 use super::idmap::IdMap;
 use super::slab::{IdTable, Slab, NIL};
 
@@ -112,13 +112,6 @@ pub struct Leases {
     by_key: IdTable,
 }
 
-fn lease_key_hash(key: &JobKey) -> u64 {
-    // An orca key is a SHA-256 digest: its first 8 bytes are the hash.
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&key[..8]);
-    u64::from_le_bytes(b)
-}
-
 impl Leases {
     pub fn len(&self) -> usize {
         self.recs.len()
@@ -153,24 +146,24 @@ impl Leases {
         if !self.recs.has_room() {
             return Err(lease);
         }
-        let hash = lease_key_hash(&lease.key);
+        let hash = key_hash(&lease.key);
         let Some(id) = self.recs.insert(LeaseRec { token, lease }) else {
             return Ok(());
         };
         slot.insert(id);
         let recs = &self.recs;
         self.by_key.insert_with(hash, id, || {
-            recs.iter().map(|(i, r)| (lease_key_hash(&r.lease.key), i))
+            recs.iter().map(|(i, r)| (key_hash(&r.lease.key), i))
         });
         Ok(())
     }
 
     pub fn remove(&mut self, token: u64) -> Option<Lease> {
         let id = self.by_token.remove(&token)?;
-        let hash = lease_key_hash(&self.recs.get(id)?.lease.key);
+        let hash = key_hash(&self.recs.get(id)?.lease.key);
         let recs = &self.recs;
         self.by_key.remove(hash, id, |i| {
-            recs.get(i).map_or(0, |r| lease_key_hash(&r.lease.key))
+            recs.get(i).map_or(0, |r| key_hash(&r.lease.key))
         });
         self.recs.remove(id).map(|r| r.lease)
     }
@@ -179,7 +172,7 @@ impl Leases {
     pub fn has_key(&self, key: &JobKey) -> bool {
         let recs = &self.recs;
         self.by_key
-            .find(lease_key_hash(key), |i| {
+            .find(key_hash(key), |i| {
                 recs.get(i).is_some_and(|r| r.lease.key == *key)
             })
             .is_some()
@@ -189,7 +182,7 @@ impl Leases {
     /// allocation when there are none).
     pub fn tokens_of(&self, key: &JobKey) -> Vec<u64> {
         self.by_key
-            .candidates(lease_key_hash(key))
+            .candidates(key_hash(key))
             .filter_map(|i| self.recs.get(i))
             .filter(|r| r.lease.key == *key)
             .map(|r| r.token)
@@ -214,7 +207,7 @@ impl Leases {
                 self.by_token.get(&r.token) == Some(&id)
                     && self
                         .by_key
-                        .candidates(lease_key_hash(&r.lease.key))
+                        .candidates(key_hash(&r.lease.key))
                         .any(|i| i == id)
             })
     }
@@ -228,7 +221,7 @@ impl Leases {
         let Some(r) = self.recs.get(from) else {
             return false;
         };
-        let (token, hash) = (r.token, lease_key_hash(&r.lease.key));
+        let (token, hash) = (r.token, key_hash(&r.lease.key));
         self.by_key.replace(hash, from, to);
         self.by_token.insert(token, to);
         self.recs.move_record(from, to);
@@ -240,7 +233,7 @@ impl Leases {
         if self.by_key.wants_shrink() {
             let recs = &self.recs;
             self.by_key
-                .shrink(|i| recs.get(i).map_or(0, |r| lease_key_hash(&r.lease.key)));
+                .shrink(|i| recs.get(i).map_or(0, |r| key_hash(&r.lease.key)));
         }
         super::compact::shrink_map(&mut self.by_token);
     }
