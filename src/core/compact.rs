@@ -105,7 +105,8 @@ impl Queue {
         } else if link != NIL {
             self.index.set_val(link, to);
         }
-        self.jobs.move_record(from, to);
+        let moved = self.jobs.move_record(from, to);
+        debug_assert!(moved, "job {from} not moved to free slot {to}");
     }
 
     /// Reservation node `from` moves to free slot `to`.
@@ -272,7 +273,8 @@ impl Collations {
         if let Some(large) = self.large.remove(&from) {
             self.large.insert(to, large);
         }
-        self.recs.move_record(from, to);
+        let moved = self.recs.move_record(from, to);
+        debug_assert!(moved, "collation {from} not moved to free slot {to}");
     }
 
     /// Shrink the name table and maps when sparse.

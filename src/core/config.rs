@@ -50,8 +50,10 @@ impl std::hash::Hasher for KeyHasher {
         fmix64(self.0)
     }
     fn write(&mut self, bytes: &[u8]) {
-        // [u8; 32] hashes as its bytes (after no length prefix for arrays);
-        // fold whatever arrives so any use stays correct.
+        // [u8; 32] hashes as its length (8 bytes) then its bytes; the
+        // first 8 bytes of the key end the fold (the rest adds nothing a
+        // digest's first 8 bytes do not have). Fold whatever arrives so
+        // any use stays correct.
         for chunk in bytes.chunks(8) {
             let mut b = [0u8; 8];
             b[..chunk.len()].copy_from_slice(chunk);

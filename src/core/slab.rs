@@ -206,19 +206,6 @@ impl<T> Slab<T> {
             .map_or(bound, |id| id + 1)
     }
 
-    /// Store `v` at vacant id `to` (a free id `next_move` handed out).
-    /// Returns false, changing nothing, if `to` is not a vacant slot.
-    pub fn insert_at(&mut self, to: u32, v: T) -> bool {
-        match self.slot_mut(to) {
-            Some(slot) if slot.is_none() => {
-                *slot = Some(v);
-                self.len += 1;
-                true
-            }
-            _ => false,
-        }
-    }
-
     /// Move record `from` to free slot `to` (from `next_move`). Returns
     /// false, changing nothing, if `from` holds no record or `to` is not a
     /// vacant slot.

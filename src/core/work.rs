@@ -224,7 +224,8 @@ impl Leases {
         let (token, hash) = (r.token, key_hash(&r.lease.key));
         self.by_key.replace(hash, from, to);
         self.by_token.insert(token, to);
-        self.recs.move_record(from, to);
+        let moved = self.recs.move_record(from, to);
+        debug_assert!(moved, "lease {from} not moved to free slot {to}");
         true
     }
 
