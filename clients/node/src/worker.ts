@@ -174,8 +174,11 @@ export class Worker extends EventEmitter {
     this.blocker = blockingConnection(client);
     this.conn.on("error", (e: Error) => this.log.warn(`worker connection: ${e.message}`));
     this.blocker.on("error", (e: Error) => this.log.warn(`worker blocking connection: ${e.message}`));
-    // A reconnected blocking connection has another CLIENT ID: ask again before unblocking it.
-    this.blocker.on("ready", () => (this.blockerId = undefined));
+    // A reconnected blocking connection has another CLIENT ID: forget the old one when the
+    // connection goes (not when one becomes ready: the first CLIENT ID may be asked, and
+    // answered, before the first "ready" event, and forgetting it then left close() unable to
+    // wake the blocking pop). A CLIENT ID asked after the loss runs on the next connection.
+    this.blocker.on("close", () => (this.blockerId = undefined));
     if (opts.handleSignals ?? true) {
       this.onSignal = () => {
         if (this.closing) {

@@ -176,6 +176,44 @@ describe("Worker", () => {
     assert.ok(Date.now() - t0 < 2000);
   });
 
+  // The id of `w`'s blocking connection while a pop blocks on it (else undefined).
+  async function blockedOn(w: Worker): Promise<string | undefined> {
+    const pending = (w as unknown as { blockerId?: Promise<number> }).blockerId;
+    if (pending === undefined) return undefined;
+    const id = String(await pending);
+    const list = String(await r.call("CLIENT", "LIST"));
+    const line = list.split("\n").find((l) => l.startsWith(`id=${id} `));
+    return line?.includes("cmd=orca.pop") ? id : undefined;
+  }
+
+  it("close() wakes a blocking pop whose connection became ready after its CLIENT ID was asked", async () => {
+    const q = new Queue(r, qname());
+    const w = start(q, () => undefined, { blockMs: 30_000 });
+    await waitFor(async () => (await blockedOn(w)) !== undefined);
+    // A "ready" event that comes after the id was asked (the first connection's own, late)
+    // must not make the worker forget the id it has.
+    (w as unknown as { blocker: Redis }).blocker.emit("ready");
+    const t0 = Date.now();
+    await w.close();
+    assert.ok(Date.now() - t0 < 2000, `close() took ${Date.now() - t0} ms`);
+  });
+
+  it("close() wakes a blocking pop after its connection was killed and came back", async () => {
+    const q = new Queue(r, qname());
+    const w = start(q, () => undefined, { blockMs: 30_000 });
+    let before: string | undefined;
+    await waitFor(async () => (before = await blockedOn(w)) !== undefined);
+    assert.equal(Number(await r.call("CLIENT", "KILL", "ID", before ?? "0")), 1);
+    // The worker reconnects and blocks again, on a connection with another id.
+    await waitFor(async () => {
+      const now = await blockedOn(w);
+      return now !== undefined && now !== before;
+    });
+    const t0 = Date.now();
+    await w.close();
+    assert.ok(Date.now() - t0 < 2000, `close() took ${Date.now() - t0} ms`);
+  });
+
   it("blocks instead of polling an empty queue", async () => {
     const own = await Server.start(); // a server of its own: count one idle worker's pops
     const c = own.client();
