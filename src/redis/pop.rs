@@ -94,16 +94,20 @@ pub fn take<'a>(
         let (hs, report) = q
             .pop_handouts(now, p.lease, count, &policy)
             .map_err(core_err)?;
-        if !hs.is_empty() {
-            // Written now, while the jobs' payloads can be borrowed from
-            // their leases (no copy).
+        // Written now, while the jobs' payloads can be borrowed from
+        // their leases (no copy).
+        let queue_name = queue.then(|| name.as_slice());
+        if !hs.is_empty() && p.count.is_none() {
+            let d = hs.first().and_then(|h| q.handout(h));
+            reply::send_delivery(ctx, d.as_ref(), queue_name);
+        } else if !hs.is_empty() {
             let ds = hs.iter().filter_map(|h| q.handout(h)).collect();
             reply::send(
                 ctx,
                 &Reply::Deliveries {
                     ds,
-                    array: p.count.is_some(),
-                    queue: queue.then(|| name.as_slice()),
+                    array: true,
+                    queue: queue_name,
                 },
             );
         }

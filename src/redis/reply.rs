@@ -224,6 +224,16 @@ pub fn send(ctx: &Context, r: &Reply) {
     write(&mut Client(ctx), r);
 }
 
+/// The reply of a pop without `COUNT`: the one delivery's map (no list
+/// of deliveries built for it), or nil.
+pub fn send_delivery(ctx: &Context, d: Option<&Delivery>, queue: Option<&[u8]>) {
+    let s = &mut Client(ctx);
+    match d {
+        Some(d) => write_delivery(s, d, queue),
+        None => s.null(),
+    }
+}
+
 pub fn write<S: Sink>(s: &mut S, r: &Reply) {
     match r {
         Reply::Int(v) => s.int(*v),
