@@ -652,8 +652,12 @@ export class Worker extends EventEmitter {
       const back = new Promise<void>((resolve) => (this.fetchBack = resolve));
       // UNBLOCK can reach the server before the pop it aims at (two connections): then it
       // unblocks nothing, and is sent again shortly (then every 20 ms, as for a pop that is
-      // not blocked yet).
-      if (this.blocking && !(await this.unblock())) misses++;
+      // not blocked yet). It is raced with the pop coming back: against a server going away,
+      // the command connection retries UNBLOCK (for seconds) while the pop has already failed.
+      if (this.blocking) {
+        const unblocked = await Promise.race([back.then(() => undefined), this.unblock()]);
+        if (unblocked === false) misses++;
+      }
       await Promise.race([back, sleep(misses > 0 && misses <= 10 ? 2 : 20)]); // woken when a pop returns
     }
     this.fetchBack = undefined;

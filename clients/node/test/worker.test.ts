@@ -214,6 +214,23 @@ describe("Worker", () => {
     assert.ok(Date.now() - t0 < 2000, `close() took ${Date.now() - t0} ms`);
   });
 
+  it("close() is not held up by a slow CLIENT UNBLOCK once the blocking pop is back", async () => {
+    // Against a server going away, the command connection retries UNBLOCK for seconds while
+    // the blocking pop has already failed.
+    const q = new Queue(r, qname());
+    const w = start(q, () => undefined, { blockMs: 30_000 });
+    let blocked: string | undefined;
+    await waitFor(async () => (blocked = await blockedOn(w)) !== undefined);
+    (w as unknown as { unblock: () => Promise<boolean> }).unblock = () =>
+      new Promise((res) => setTimeout(() => res(false), 5000));
+    const t0 = Date.now();
+    const closing = w.close();
+    await sleep(200);
+    await r.call("CLIENT", "KILL", "ID", blocked ?? "0"); // the pop fails, as if the server went
+    await closing;
+    assert.ok(Date.now() - t0 < 2000, `close() took ${Date.now() - t0} ms`);
+  });
+
   it("blocks instead of polling an empty queue", async () => {
     const own = await Server.start(); // a server of its own: count one idle worker's pops
     const c = own.client();

@@ -189,6 +189,64 @@ async def test_worker_stop_hands_back_and_wakes_at_once(
     assert cancelled == [True] and w.counts["handed_back"] == 1
 
 
+async def blocked_pop_id(ar: redis.asyncio.Redis, w: Worker) -> int:
+    """The client id of ``w``'s blocking connection once its ORCA.POP blocks (waits)."""
+    for _ in range(500):
+        if w._blocker_id is not None:
+            for c in await ar.client_list():
+                if int(c["id"]) == w._blocker_id and c.get("cmd") == "orca.pop":
+                    return w._blocker_id
+        await asyncio.sleep(0.02)
+    raise AssertionError("the worker's pop never blocked")
+
+
+async def test_worker_close_is_not_held_up_by_a_slow_unblock(
+    ar: redis.asyncio.Redis, qname: str
+) -> None:
+    """Against a server going away, CLIENT UNBLOCK retries for seconds while the blocking pop
+    has already failed: close() goes on as soon as the pop is back."""
+    q = Queue(ar, qname)
+    w, task = make(q, lambda job: None, block_ms=30000)
+    blocked = await blocked_pop_id(ar, w)
+
+    async def slow_unblock() -> None:
+        await asyncio.sleep(5)
+
+    w._unblock = slow_unblock  # type: ignore[method-assign]
+    t0 = time.monotonic()
+    closing = asyncio.create_task(w.close())
+    await asyncio.sleep(0.2)
+    await ar.client_kill_filter(_id=str(blocked))  # the blocking pop fails, as if the server went
+    await closing
+    await task
+    assert time.monotonic() - t0 < 2
+
+
+async def test_worker_a_second_stop_or_close_keeps_the_grace(
+    ar: redis.asyncio.Redis, qname: str
+) -> None:
+    """Only a second SIGTERM/SIGINT skips the grace; stop() then close() (or two close()
+    calls) let running handlers finish."""
+
+    async def handler(job: Job) -> str:
+        await asyncio.sleep(0.5)
+        return "ok"
+
+    for how in ("stop-close", "close-close"):
+        q = Queue(ar, f"{qname}-{how}")
+        for k in range(3):
+            await q.enqueue(cfg(f"r{k}"))
+        w, task = make(q, handler, concurrency=3, grace_ms=5000)
+        await until(lambda w=w: len(w._running) == 3)
+        if how == "stop-close":
+            w.stop()
+            await w.close()
+        else:
+            await asyncio.gather(w.close(), w.close())
+        await task
+        assert w.counts["completed"] == 3 and w.counts["handed_back"] == 0, (how, w.counts)
+
+
 async def test_worker_base_exception_from_a_handler_is_a_failure(
     ar: redis.asyncio.Redis, qname: str
 ) -> None:

@@ -188,6 +188,26 @@ def test_stop_wakes_a_blocking_pop_at_once(
     assert run.stop() < 2
 
 
+def test_stop_is_not_held_up_by_a_slow_unblock(
+    r: redis.Redis, qname: str, started: list[Running]
+) -> None:
+    """Against a server going away, CLIENT UNBLOCK retries for seconds while the blocking pop
+    has already failed: stop() goes on as soon as the pop is back."""
+    q = Queue(r, qname)
+    run = start(started, q, lambda job: None, block_ms=30000)
+    w = run.worker
+
+    def blocked() -> bool:
+        ids = {int(c["id"]) for c in r.client_list() if c.get("cmd") == "orca.pop"}
+        return w._blocker_id in ids
+
+    wait_for(blocked)
+    blocker = w._blocker_id
+    w._unblock = lambda: time.sleep(5)  # type: ignore[method-assign]
+    threading.Timer(0.2, lambda: r.client_kill_filter(_id=str(blocker))).start()
+    assert run.stop() < 2
+
+
 def test_blocked_worker_wakes_on_enqueue(
     r: redis.Redis, qname: str, started: list[Running]
 ) -> None:

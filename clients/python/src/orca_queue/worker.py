@@ -136,7 +136,13 @@ class Worker(WorkerBase):
         deadline = time.monotonic() + self.options.grace_ms / 1000
         self.log.info("worker stopping: no new jobs; %d running", len(self._running))
         while fetcher.is_alive():
-            self._unblock()
+            # In a thread of its own, raced with the fetcher: against a server going away,
+            # CLIENT UNBLOCK retries (the client's own retry policy) while the blocking pop
+            # has already failed.
+            unblock = threading.Thread(target=self._unblock, name="orca-unblock", daemon=True)
+            unblock.start()
+            while fetcher.is_alive() and unblock.is_alive():
+                fetcher.join(0.02)
             fetcher.join(0.1)
         with self._cond:
             while self._running and not self._hurry and not self._signals > 1:

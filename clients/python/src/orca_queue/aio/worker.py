@@ -69,19 +69,24 @@ class Worker(WorkerBase):
 
     # -- control ------------------------------------------------------------------------
     def stop(self, *, now: bool = False) -> None:
-        """Stop taking jobs (``now=True``: no grace). Call it on the worker's event loop
-        (signal handlers installed by ``run()`` do)."""
-        if now or self._stopping:
-            self._hurry = self._stopping or now
+        """Stop taking jobs; ``run()`` then waits up to ``grace_ms`` for running handlers
+        (``now=True``: not at all) and hands back the rest. Calling it again keeps the grace
+        (only a second SIGTERM/SIGINT skips it). Call it on the worker's event loop (signal
+        handlers installed by ``run()`` do)."""
+        if now:
+            self._hurry = True
         self._stopping = True
         if self._stop_event is not None:
             self._stop_event.set()
         if self._changed is not None:
             self._changed.set()
 
+    def _on_signal(self) -> None:
+        # The first SIGTERM/SIGINT stops with the grace; a second one skips it.
+        self.stop(now=self._stopping)
+
     def _begin_stop(self) -> None:
-        if not self._stopping:  # a second stop() would skip the grace
-            self.stop()
+        self.stop()
 
     async def close(self) -> None:
         """``stop()`` and wait until ``run()`` has shut down."""
@@ -104,7 +109,7 @@ class Worker(WorkerBase):
         signals: list[signal.Signals] = []
         if self.options.handle_signals and threading.current_thread() is threading.main_thread():
             for s in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(s, self.stop)
+                loop.add_signal_handler(s, self._on_signal)
                 signals.append(s)
         beat = asyncio.create_task(self._beat_loop())
         fetcher = asyncio.create_task(self._fetch_loop())
@@ -127,7 +132,14 @@ class Worker(WorkerBase):
         deadline = time.monotonic() + self.options.grace_ms / 1000
         self.log.info("worker stopping: no new jobs; %d running", len(self._running))
         while not fetcher.done():
-            await self._unblock()
+            # Raced with the fetcher: against a server going away, CLIENT UNBLOCK retries
+            # (the client's own retry policy) while the blocking pop has already failed.
+            unblock = asyncio.create_task(self._unblock())
+            await asyncio.wait({fetcher, unblock}, return_when=asyncio.FIRST_COMPLETED)
+            if fetcher.done():
+                unblock.cancel()
+                await asyncio.gather(unblock, return_exceptions=True)
+                break
             await asyncio.wait({fetcher}, timeout=0.1)
         while self._running and not self._hurry and time.monotonic() < deadline:
             await self._wait_changed(deadline - time.monotonic())
