@@ -204,8 +204,11 @@ def test_stop_is_not_held_up_by_a_slow_unblock(
     wait_for(blocked)
     blocker = w._blocker_id
     w._unblock = lambda: time.sleep(5)  # type: ignore[method-assign]
-    threading.Timer(0.2, lambda: r.client_kill_filter(_id=str(blocker))).start()
-    assert run.stop() < 2
+    killer = threading.Timer(0.2, lambda: r.client_kill_filter(_id=str(blocker)))
+    killer.start()
+    took = run.stop()
+    killer.join()
+    assert took < 2
 
 
 def test_blocked_worker_wakes_on_enqueue(
