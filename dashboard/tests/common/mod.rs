@@ -27,17 +27,34 @@ pub fn enc(s: &str) -> String {
         .collect()
 }
 
+/// A port free now and never handed out before in this test process: the
+/// kernel may give a port just released by `bind(0)` to the next caller, so
+/// two tests running in parallel could otherwise start their servers on the
+/// same port, and one would talk to the other's (a dashboard has no identity
+/// check like `is_our_redis`).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 fn wait_for_port(port: u16, what: &str, child: &mut Child) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
         if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            // Listening, and it is ours: a process that could not bind exits.
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("{what} exited ({status}) while something else listens on {port}");
+            }
             return;
         }
         if let Ok(Some(status)) = child.try_wait() {
