@@ -186,49 +186,52 @@ describe("Worker", () => {
     return line?.includes("cmd=orca.pop") ? id : undefined;
   }
 
+  // A worker blocked on an empty queue (BLOCK 30 s), and its blocking connection's id.
+  async function blockedWorker(): Promise<[Worker, string]> {
+    const w = start(new Queue(r, qname()), () => undefined, { blockMs: 30_000 });
+    let id: string | undefined;
+    await waitFor(async () => (id = await blockedOn(w)) !== undefined);
+    return [w, id ?? ""];
+  }
+
+  // Runs `during` (if any) while close() is under way; close() must be done within 2 s.
+  async function closesPromptly(w: Worker, during?: () => Promise<unknown>): Promise<void> {
+    const t0 = Date.now();
+    const closing = w.close();
+    await during?.();
+    await closing;
+    assert.ok(Date.now() - t0 < 2000, `close() took ${Date.now() - t0} ms`);
+  }
+
   it("close() wakes a blocking pop whose connection became ready after its CLIENT ID was asked", async () => {
-    const q = new Queue(r, qname());
-    const w = start(q, () => undefined, { blockMs: 30_000 });
-    await waitFor(async () => (await blockedOn(w)) !== undefined);
+    const [w] = await blockedWorker();
     // A "ready" event that comes after the id was asked (the first connection's own, late)
     // must not make the worker forget the id it has.
     (w as unknown as { blocker: Redis }).blocker.emit("ready");
-    const t0 = Date.now();
-    await w.close();
-    assert.ok(Date.now() - t0 < 2000, `close() took ${Date.now() - t0} ms`);
+    await closesPromptly(w);
   });
 
   it("close() wakes a blocking pop after its connection was killed and came back", async () => {
-    const q = new Queue(r, qname());
-    const w = start(q, () => undefined, { blockMs: 30_000 });
-    let before: string | undefined;
-    await waitFor(async () => (before = await blockedOn(w)) !== undefined);
-    assert.equal(Number(await r.call("CLIENT", "KILL", "ID", before ?? "0")), 1);
+    const [w, before] = await blockedWorker();
+    assert.equal(Number(await r.call("CLIENT", "KILL", "ID", before)), 1);
     // The worker reconnects and blocks again, on a connection with another id.
     await waitFor(async () => {
       const now = await blockedOn(w);
       return now !== undefined && now !== before;
     });
-    const t0 = Date.now();
-    await w.close();
-    assert.ok(Date.now() - t0 < 2000, `close() took ${Date.now() - t0} ms`);
+    await closesPromptly(w);
   });
 
   it("close() is not held up by a slow CLIENT UNBLOCK once the blocking pop is back", async () => {
     // Against a server going away, the command connection retries UNBLOCK for seconds while
     // the blocking pop has already failed.
-    const q = new Queue(r, qname());
-    const w = start(q, () => undefined, { blockMs: 30_000 });
-    let blocked: string | undefined;
-    await waitFor(async () => (blocked = await blockedOn(w)) !== undefined);
+    const [w, blocked] = await blockedWorker();
     (w as unknown as { unblock: () => Promise<boolean> }).unblock = () =>
       new Promise((res) => setTimeout(() => res(false), 5000));
-    const t0 = Date.now();
-    const closing = w.close();
-    await sleep(200);
-    await r.call("CLIENT", "KILL", "ID", blocked ?? "0"); // the pop fails, as if the server went
-    await closing;
-    assert.ok(Date.now() - t0 < 2000, `close() took ${Date.now() - t0} ms`);
+    await closesPromptly(w, async () => {
+      await sleep(200);
+      await r.call("CLIENT", "KILL", "ID", blocked); // the pop fails, as if the server went
+    });
   });
 
   it("blocks instead of polling an empty queue", async () => {
