@@ -466,8 +466,11 @@ impl<K: IndexKey> OrderIndex<K> {
             if lo.is_some_and(|lo| node.key <= lo) || hi.is_some_and(|hi| node.key >= hi) {
                 return Err("index keys out of order".into());
             }
+            let p = ix.key_prio(&node.key);
             for c in [node.left, node.right] {
-                if c != NIL && ix.prio(c) > ix.prio(n) {
+                // A child that is not a node is reported by the walk below.
+                let cp = ix.nodes.get(c).map(|child| ix.key_prio(&child.key));
+                if cp.is_some_and(|cp| cp > p) {
                     return Err("index heap order broken".into());
                 }
             }
