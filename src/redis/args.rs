@@ -117,6 +117,17 @@ impl<'a> Options<'a> {
     }
 }
 
+/// `FORMAT MAP|VALUES` of the commands that hand out jobs (default MAP).
+pub fn format(opts: &Options) -> Result<super::reply::Format, RedisError> {
+    use super::reply::Format;
+    match opts.get("FORMAT") {
+        None => Ok(Format::Map),
+        Some(v) if is_kw(v, "MAP") => Ok(Format::Map),
+        Some(v) if is_kw(v, "VALUES") => Ok(Format::Values),
+        Some(_) => Err(err("FORMAT must be MAP or VALUES")),
+    }
+}
+
 /// `LIMIT n` of a listing: 0..=`orca.max-pop-count`, default 100 (or the
 /// maximum if lower).
 pub fn page_limit(opts: &Options) -> Result<usize, RedisError> {

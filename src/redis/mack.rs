@@ -10,10 +10,10 @@
 use redis_module::{Context, RedisError, RedisString};
 
 use super::access::{check_payload, core_err, job_key_arg, read_queue, write_queue};
-use super::args::{check_pins, err, from_master_or_aof, is_kw, parse_int, Options};
+use super::args::{check_pins, err, format, from_master_or_aof, is_kw, parse_int, Options};
 use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
 use super::pop::{take, PopArgs};
-use super::reply::{self, CmdResult, Reply};
+use super::reply::{self, CmdResult, Format, Reply};
 use super::{settings, stats};
 use crate::core::limits::lease_deadline;
 use crate::core::{JobKey, QueueError};
@@ -26,8 +26,9 @@ struct MackArgs<'a> {
     results: Option<&'a [RedisString]>,
     ttl: i64,
     now: i64,
-    /// `NEXT`: the lease and count of the jobs to take after the ACKs.
-    next: Option<(i64, i64)>,
+    /// `NEXT`: the lease and count of the jobs to take after the ACKs, and
+    /// how they are written.
+    next: Option<(i64, i64, Format)>,
 }
 
 /// The options after the pairs: the `RESULTS` run, the runs of `NAME value`
@@ -113,7 +114,7 @@ fn parse<'a>(ctx: &Context, args: &'a [RedisString]) -> Result<MackArgs<'a>, Red
     let next = match next {
         None => None,
         Some(after) => {
-            let opts = Options::parse(after, &["LEASE", "COUNT"])?;
+            let opts = Options::parse(after, &["LEASE", "COUNT", "FORMAT"])?;
             let lease = opts.ms("LEASE")?.unwrap_or_else(settings::lease_time);
             if lease_deadline(now, lease).is_none() {
                 // Refused before the ACKs: an error leaves the queue as it was.
@@ -133,7 +134,7 @@ fn parse<'a>(ctx: &Context, args: &'a [RedisString]) -> Result<MackArgs<'a>, Red
             if count < 1 {
                 return Err(err("COUNT must be at least 1"));
             }
-            Some((lease, count.min(max)))
+            Some((lease, count.min(max), format(&opts)?))
         }
     };
     if let Some(rs) = results {
@@ -160,7 +161,7 @@ fn lease_of(key: &RedisString, token: &RedisString) -> Option<(JobKey, u64)> {
 }
 
 /// `ORCA.MACK <queue> <numleases> <orca-key> <lease> [<orca-key> <lease> ...]
-/// [RESULTS <payload> ...] [TTL ms] [NEXT [LEASE ms] [COUNT n]]`
+/// [RESULTS <payload> ...] [TTL ms] [NEXT [LEASE ms] [COUNT n] [FORMAT MAP|VALUES]]`
 pub fn mack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let m = parse(ctx, args)?;
     let name = &args[1];
@@ -197,7 +198,7 @@ pub fn mack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     if woken {
         signal_ready(ctx, name);
     }
-    let Some((lease, count)) = m.next else {
+    let Some((lease, count, format)) = m.next else {
         send_outcomes(ctx, &outcomes);
         return Ok(Reply::Sent);
     };
@@ -205,7 +206,7 @@ pub fn mack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     send_outcomes(ctx, &outcomes);
     let p = PopArgs {
         count: Some(count),
-        ..PopArgs::next(lease, m.now, settings::max_attempts())
+        ..PopArgs::next(lease, m.now, settings::max_attempts(), format)
     };
     match take(ctx, name, &p, false) {
         Ok(Some(r)) => reply::send(ctx, &r),

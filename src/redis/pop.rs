@@ -10,10 +10,10 @@
 use redis_module::{Context, RedisError, RedisString};
 
 use super::access::{core_err, write_queue};
-use super::args::{check_pins, err, from_master_or_aof, max_attempts, parse_int, Options};
+use super::args::{check_pins, err, format, from_master_or_aof, max_attempts, parse_int, Options};
 use super::ffi::{self, deny_blocking, now_ms, signal_ready, Arg, Kw};
 use super::hooks;
-use super::reply::{self, CmdResult, Reply};
+use super::reply::{self, CmdResult, Format, Reply};
 use super::{settings, stats, timer};
 use crate::core::TickReport;
 
@@ -27,11 +27,13 @@ pub struct PopArgs {
     /// A blocked pop's wake-up: it may only change the queue if it hands
     /// out a job (see `take`).
     pub waking: bool,
+    /// How the deliveries are written (`FORMAT`).
+    pub format: Format,
 }
 
 impl PopArgs {
     /// One job, leased for `lease` ms, at `now` (ACK/NACK ... NEXT).
-    pub fn next(lease: i64, now: i64, max_attempts: i64) -> Self {
+    pub fn next(lease: i64, now: i64, max_attempts: i64, format: Format) -> Self {
         PopArgs {
             lease,
             block: None,
@@ -39,12 +41,16 @@ impl PopArgs {
             now: Some(now),
             max_attempts,
             waking: false,
+            format,
         }
     }
 }
 
 fn parse_pop(ctx: &Context, rest: &[RedisString]) -> Result<PopArgs, RedisError> {
-    let opts = Options::parse(rest, &["LEASE", "BLOCK", "COUNT", "NOW", "MAXATTEMPTS"])?;
+    let opts = Options::parse(
+        rest,
+        &["LEASE", "BLOCK", "COUNT", "NOW", "MAXATTEMPTS", "FORMAT"],
+    )?;
     check_pins(ctx, &opts)?;
     let count = match opts.get("COUNT") {
         None => None,
@@ -68,6 +74,7 @@ fn parse_pop(ctx: &Context, rest: &[RedisString]) -> Result<PopArgs, RedisError>
         now: opts.ms("NOW")?,
         max_attempts: max_attempts(&opts)?,
         waking: false,
+        format: format(&opts)?,
     })
 }
 
@@ -99,7 +106,7 @@ pub fn take<'a>(
         let queue_name = queue.then(|| name.as_slice());
         if !hs.is_empty() && p.count.is_none() {
             let d = hs.first().and_then(|h| q.handout(h));
-            reply::send_delivery(ctx, d.as_ref(), queue_name);
+            reply::send_delivery(ctx, d.as_ref(), queue_name, p.format);
         } else if !hs.is_empty() {
             let ds = hs.iter().filter_map(|h| q.handout(h)).collect();
             reply::send(
@@ -108,6 +115,7 @@ pub fn take<'a>(
                     ds,
                     array: true,
                     queue: queue_name,
+                    format: p.format,
                 },
             );
         }
@@ -155,7 +163,7 @@ fn check_block(ctx: &Context, p: &PopArgs) -> Result<(), RedisError> {
     Ok(())
 }
 
-/// `ORCA.POP <queue> [LEASE ms] [BLOCK ms] [COUNT n]`
+/// `ORCA.POP <queue> [LEASE ms] [BLOCK ms] [COUNT n] [FORMAT MAP|VALUES]`
 pub fn pop<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let [_, name, rest @ ..] = args else {
         return Err(RedisError::WrongArity);
@@ -230,7 +238,8 @@ fn take_first<'a>(
     Ok(None)
 }
 
-/// `ORCA.MPOP <numkeys> <queue> [<queue> ...] [LEASE ms] [BLOCK ms] [COUNT n]`
+/// `ORCA.MPOP <numkeys> <queue> [<queue> ...] [LEASE ms] [BLOCK ms] [COUNT n]
+/// [FORMAT MAP|VALUES]`
 pub fn mpop<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let (queues, rest) = mpop_args(args)?;
     let p = parse_pop(ctx, rest)?;

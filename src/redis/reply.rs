@@ -84,6 +84,7 @@ pub enum Reply<'a> {
         ds: Vec<Delivery<'a>>,
         array: bool,
         queue: Option<&'a [u8]>,
+        format: Format,
     },
     /// Nothing now: the client is blocked and is answered later.
     Blocked,
@@ -173,6 +174,17 @@ pub trait Sink {
     fn status(&mut self, s: &'static CStr);
 }
 
+/// How a delivery is written (`FORMAT` of the commands that hand out jobs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    /// The job reply: a map (RESP3), or a flat name/value array (RESP2).
+    #[default]
+    Map,
+    /// The values only, in the map's order, then `queue` (MPOP): an array
+    /// of 11 or 12 items, half the items of the map for a client to parse.
+    Values,
+}
+
 /// The client of a command context.
 pub struct Client<'c>(pub &'c Context);
 
@@ -226,10 +238,10 @@ pub fn send(ctx: &Context, r: &Reply) {
 
 /// The reply of a pop without `COUNT`: the one delivery's map (no list
 /// of deliveries built for it), or nil.
-pub fn send_delivery(ctx: &Context, d: Option<&Delivery>, queue: Option<&[u8]>) {
+pub fn send_delivery(ctx: &Context, d: Option<&Delivery>, queue: Option<&[u8]>, format: Format) {
     let s = &mut Client(ctx);
     match d {
-        Some(d) => write_delivery(s, d, queue),
+        Some(d) => write_delivery(s, d, queue, format),
         None => s.null(),
     }
 }
@@ -267,18 +279,20 @@ pub fn write<S: Sink>(s: &mut S, r: &Reply) {
             ds,
             array: true,
             queue,
+            format,
         } => {
             s.array(ds.len());
             for d in ds {
-                write_delivery(s, d, *queue);
+                write_delivery(s, d, *queue, *format);
             }
         }
         Reply::Deliveries {
             ds,
             array: false,
             queue,
+            format,
         } => match ds.first() {
-            Some(d) => write_delivery(s, d, *queue),
+            Some(d) => write_delivery(s, d, *queue, *format),
             None => s.null(),
         },
         Reply::Blocked | Reply::Sent => {}
@@ -446,8 +460,12 @@ fn write_job<S: Sink>(s: &mut S, j: &JobReply) {
 }
 
 /// A popped job: the job reply with `attempt`, `lease` (the token, as a
-/// string) and `deadline`, both nil for `LEASE 0`, and `queue` when asked.
-fn write_delivery<S: Sink>(s: &mut S, d: &Delivery, queue: Option<&[u8]>) {
+/// string) and `deadline`, both nil for `LEASE 0`, and `queue` when asked;
+/// or (`Format::Values`) the same values without their names.
+fn write_delivery<S: Sink>(s: &mut S, d: &Delivery, queue: Option<&[u8]>, format: Format) {
+    if format == Format::Values {
+        return write_delivery_values(s, d, queue);
+    }
     let info = JobInfo {
         key: d.job.key,
         collation: d.job.collation.as_deref().map(Cow::Borrowed),
@@ -469,6 +487,37 @@ fn write_delivery<S: Sink>(s: &mut S, d: &Delivery, queue: Option<&[u8]>) {
         j = j.with("queue", Val::Bytes(q));
     }
     write_job(s, &j);
+}
+
+/// `FORMAT VALUES`: the delivery map's values in its (alphabetical) order,
+/// then `queue` last, so that every other value has the same place for
+/// POP and MPOP (docs/commands.md lists them).
+fn write_delivery_values<S: Sink>(s: &mut S, d: &Delivery, queue: Option<&[u8]>) {
+    let j = &d.job;
+    s.array(11 + queue.is_some() as usize);
+    s.int(j.attempts as i64); // attempt
+    s.int(j.attempts as i64);
+    match j.collation.as_deref() {
+        Some(c) => s.bulk(c.as_bytes()),
+        None => s.null(),
+    }
+    s.int(j.created_at);
+    match d.lease {
+        Some((_, deadline)) => s.int(deadline),
+        None => s.null(),
+    }
+    s.int(j.immediate as i64);
+    write_key(s, &j.key);
+    match d.lease {
+        Some((token, _)) => write_token(s, token),
+        None => s.null(),
+    }
+    s.int(j.nonce as i64);
+    s.bulk(&j.payload);
+    s.int(j.release_at);
+    if let Some(q) = queue {
+        s.bulk(q);
+    }
 }
 
 #[cfg(test)]
@@ -594,12 +643,21 @@ mod tests {
                             ds: vec![d.clone()],
                             array: false,
                             queue,
+                            format: Format::Map,
                         };
                         assert_eq!(rec(&one), rec(&delivery_tree(&d, queue)));
+                        let values = Reply::Deliveries {
+                            ds: vec![d.clone()],
+                            array: false,
+                            queue,
+                            format: Format::Values,
+                        };
+                        assert_eq!(rec(&values), values_of(rec(&one)));
                         let many = Reply::Deliveries {
                             ds: vec![d.clone(), d.clone()],
                             array: true,
                             queue,
+                            format: Format::Map,
                         };
                         let tree =
                             Reply::Array(vec![delivery_tree(&d, queue), delivery_tree(&d, queue)]);
@@ -608,12 +666,34 @@ mod tests {
                 }
             }
         }
-        let none = Reply::Deliveries {
-            ds: vec![],
-            array: false,
-            queue: None,
+        for format in [Format::Map, Format::Values] {
+            let none = Reply::Deliveries {
+                ds: vec![],
+                array: false,
+                queue: None,
+                format,
+            };
+            assert_eq!(rec(&none), vec![Ev::Null]);
+        }
+    }
+
+    /// A delivery map's events as `FORMAT VALUES` writes them: an array of
+    /// the values in the map's order, `queue` moved last.
+    fn values_of(map: Vec<Ev>) -> Vec<Ev> {
+        let mut it = map.into_iter();
+        let Some(Ev::Map(n)) = it.next() else {
+            panic!("not a map")
         };
-        assert_eq!(rec(&none), vec![Ev::Null]);
+        let (mut out, mut queue) = (vec![Ev::Array(n)], None);
+        while let (Some(Ev::Bulk(name)), Some(v)) = (it.next(), it.next()) {
+            if name == b"queue" {
+                queue = Some(v);
+            } else {
+                out.push(v);
+            }
+        }
+        out.extend(queue);
+        out
     }
 
     #[test]

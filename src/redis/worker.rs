@@ -10,12 +10,12 @@ use redis_module::{Context, RedisError, RedisString};
 
 use super::access::{check_payload, core_err, job_key_arg, job_key_or, read_queue, write_queue};
 use super::args::{
-    check_pins, err, from_master_or_aof, is_kw, max_attempts, page_limit, parse_int, parse_ms,
-    Options,
+    check_pins, err, format, from_master_or_aof, is_kw, max_attempts, page_limit, parse_int,
+    parse_ms, Options,
 };
 use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
 use super::pop::{take, PopArgs};
-use super::reply::{owned, CmdResult, Fields, JobReply, Reply, Val};
+use super::reply::{owned, CmdResult, Fields, Format, JobReply, Reply, Val};
 use super::{settings, stats, timer};
 use crate::core::limits::lease_deadline;
 use crate::core::worker::Dead;
@@ -68,19 +68,20 @@ fn split_next(rest: &[RedisString]) -> (&[RedisString], Option<&[RedisString]>) 
     (rest, None)
 }
 
-/// The lease of the job `NEXT` takes: `LEASE ms` after `NEXT`, or the
-/// module default.
-fn next_lease(after: &[RedisString]) -> Result<i64, RedisError> {
-    let opts = Options::parse(after, &["LEASE"])?;
-    Ok(opts.ms("LEASE")?.unwrap_or_else(settings::lease_time))
+/// The lease of the job `NEXT` takes (`LEASE ms` after `NEXT`, or the
+/// module default) and how it is written (`FORMAT`).
+fn next_lease(after: &[RedisString]) -> Result<(i64, Format), RedisError> {
+    let opts = Options::parse(after, &["LEASE", "FORMAT"])?;
+    let lease = opts.ms("LEASE")?.unwrap_or_else(settings::lease_time);
+    Ok((lease, format(&opts)?))
 }
 
 /// Refuse a `NEXT` whose lease cannot be taken at `now` before the ACK/NACK
 /// runs: an error must leave the queue as it was, so the pop half cannot
 /// be the first to find out.
-fn check_next_lease(next_lease: Option<i64>, now: i64) -> Result<(), RedisError> {
+fn check_next_lease(next_lease: Option<(i64, Format)>, now: i64) -> Result<(), RedisError> {
     match next_lease {
-        Some(lease) if lease_deadline(now, lease).is_none() => {
+        Some((lease, _)) if lease_deadline(now, lease).is_none() => {
             Err(core_err(QueueError::TimeOverflow))
         }
         _ => Ok(()),
@@ -92,11 +93,11 @@ fn check_next_lease(next_lease: Option<i64>, now: i64) -> Result<(), RedisError>
 fn next_job<'a>(
     ctx: &Context,
     name: &'a RedisString,
-    lease: i64,
+    (lease, format): (i64, Format),
     now: i64,
     max_attempts: i64,
 ) -> CmdResult<'a> {
-    let p = PopArgs::next(lease, now, max_attempts);
+    let p = PopArgs::next(lease, now, max_attempts, format);
     Ok(take(ctx, name, &p, false)?.unwrap_or(Reply::Null))
 }
 
@@ -107,7 +108,8 @@ fn wake_if_uncapped(ctx: &Context, name: &RedisString, woken: bool) {
     }
 }
 
-/// `ORCA.ACK <queue> <orca-key> <lease> [RESULT payload] [TTL ms] [NEXT [LEASE ms]]`
+/// `ORCA.ACK <queue> <orca-key> <lease> [RESULT payload] [TTL ms]
+/// [NEXT [LEASE ms] [FORMAT MAP|VALUES]]`
 pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let [_, name, key_arg, token_arg, rest @ ..] = args else {
         return Err(RedisError::WrongArity);
@@ -167,12 +169,12 @@ pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     ffi::notify(ctx, c"orca.ack", name);
     wake_if_uncapped(ctx, name, woken);
     match next_lease {
-        Some(lease) => next_job(ctx, name, lease, now, settings::max_attempts()),
+        Some(next) => next_job(ctx, name, next, now, settings::max_attempts()),
         None => Ok(Reply::Int(1)),
     }
 }
 
-/// `ORCA.NACK <queue> <orca-key> <lease> [DELAY ms] [NEXT [LEASE ms]]`
+/// `ORCA.NACK <queue> <orca-key> <lease> [DELAY ms] [NEXT [LEASE ms] [FORMAT MAP|VALUES]]`
 pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let [_, name, key_arg, token_arg, rest @ ..] = args else {
         return Err(RedisError::WrongArity);
@@ -236,7 +238,7 @@ pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         NackOutcome::Superseded => Fields::new().str("outcome", "superseded").build(),
     };
     match next_lease {
-        Some(lease) => next_job(ctx, name, lease, now, max_attempts),
+        Some(next) => next_job(ctx, name, next, now, max_attempts),
         None => Ok(reply),
     }
 }

@@ -17,6 +17,7 @@ mod command_docs;
 mod delete;
 mod enqueue;
 mod events;
+mod format_values;
 mod fuzz_live;
 mod fuzz_regressions;
 mod gates;

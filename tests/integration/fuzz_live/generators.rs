@@ -392,6 +392,12 @@ impl Fuzz {
                     .pick(&["LIFO", "FIFO", "lifo", "Fifo", "stack", ""]);
                 o.as_bytes().to_vec()
             }
+            6 => {
+                let f = *self.rng.pick(&[
+                    "VALUES", "MAP", "values", "Map", "VALUES", "map", "VALUE", "",
+                ]);
+                f.as_bytes().to_vec()
+            }
             _ => self.below(30).to_string().into_bytes(),
         }
     }

@@ -137,7 +137,8 @@ impl Fuzz {
         a
     }
 
-    /// `NEXT [LEASE ms]` after an ACK or NACK (sometimes misplaced options).
+    /// `NEXT [LEASE ms [FORMAT f]]` after an ACK or NACK (sometimes misplaced
+    /// options).
     pub(super) fn next_option(&mut self) -> Vec<Vec<u8>> {
         let mut a = vec![self.case("NEXT")];
         match self.below(10) {
@@ -146,6 +147,11 @@ impl Fuzz {
                 a.push(self.case("LEASE"));
                 let v = self.option_value(1);
                 a.push(v);
+                if self.pct(50) {
+                    a.push(self.case("FORMAT"));
+                    let v = self.option_value(6);
+                    a.push(v);
+                }
             }
             8 => a.push(self.case("LEASE")),
             _ => {

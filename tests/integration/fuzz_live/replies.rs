@@ -302,10 +302,48 @@ impl Fuzz {
             }
             return;
         }
+        if let Some((k, l, from)) = values_delivery(v) {
+            let queue = from.unwrap_or(queue).to_vec();
+            if self.pct(50) {
+                push_bounded(&mut self.keys, k.to_vec(), 512, &mut self.rng);
+            }
+            if let Some(l) = l {
+                let lease = (queue, k.to_vec(), l.to_vec());
+                push_bounded(&mut self.leases, lease, 256, &mut self.rng);
+            }
+            return;
+        }
         if let R::Array(items) = v {
             for it in items {
                 self.harvest(it, queue, None);
             }
         }
     }
+}
+
+/// The key, lease and queue (MPOP) of a delivery.
+type KeyLeaseQueue<'a> = (&'a [u8], Option<&'a [u8]>, Option<&'a [u8]>);
+
+/// A `FORMAT VALUES` delivery (11 values, 12 with MPOP's queue; `key` 7th,
+/// `lease` 8th): its key, lease and queue.
+fn values_delivery(v: &R) -> Option<KeyLeaseQueue<'_>> {
+    let R::Array(items) = v else { return None };
+    if !(items.len() == 11 || items.len() == 12) || !matches!(items.first(), Some(R::Int(_))) {
+        return None;
+    }
+    let R::Bulk(key) = items.get(6)? else {
+        return None;
+    };
+    if key.len() != 44 {
+        return None;
+    }
+    let lease = match items.get(7)? {
+        R::Bulk(l) => Some(&l[..]),
+        _ => None,
+    };
+    let queue = match items.get(11) {
+        Some(R::Bulk(q)) => Some(&q[..]),
+        _ => None,
+    };
+    Some((key, lease, queue))
 }
