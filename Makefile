@@ -182,7 +182,7 @@ clients/node/node_modules/.installed: clients/node/package-lock.json
 
 # Type-check and build (tsc --strict), lint (eslint, prettier), then node's
 # test runner on the client and on the producer example.
-NODE_TESTS := $(addprefix build/test/,queue.test.js policies.test.js next.test.js \
+NODE_TESTS := $(addprefix build/test/,queue.test.js policies.test.js next.test.js format.test.js \
 	worker.test.js worker-next.test.js signals.test.js chaos.test.js)
 test-node: build node-deps
 	cd clients/node && npx tsc -p tsconfig.json && npx eslint . && npx prettier --check .

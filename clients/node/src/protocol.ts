@@ -10,6 +10,7 @@ import {
   NackOutcome,
   nackFromReply,
   popFromBuffers,
+  popFromValues,
   QueueSettings,
   QueueStats,
   SettingsChange,
@@ -26,7 +27,22 @@ export interface Command<T> {
   parse: (reply: unknown) => T;
   /** Read bulk strings as Buffers (ORCA.RESULT). */
   buffers?: boolean;
+  /**
+   * The same command without `FORMAT VALUES`, for a server older than this client (it refuses
+   * the option, changing nothing): `send` falls back to it, and keeps doing so on that client.
+   */
+  legacy?: Command<T>;
 }
+
+/**
+ * `cmd` (a command that hands out jobs, its reply read as maps) asking for `FORMAT VALUES`
+ * instead: half the items per job for ioredis to parse and no field names to tell apart, on
+ * the worker's hot path. `parse` reads the values; `cmd` stays as the fallback.
+ */
+function asValues<T>(cmd: Command<T>, parse: (reply: unknown) => T): Command<T> {
+  return { args: [...cmd.args, "FORMAT", "VALUES"], parse, buffers: true, legacy: cmd };
+}
+const values = (q: string | undefined) => (r: unknown) => popFromValues(r, q, q === undefined);
 
 function opt(args: Arg[], name: string, value: Arg | undefined): Arg[] {
   if (value !== undefined) args.push(name, value);
@@ -144,16 +160,19 @@ export interface PopOptions {
 function popArgs(q: string, o: PopOptions, count?: number): Arg[] {
   return opt(opt(opt(["ORCA.POP", q], "LEASE", o.leaseMs), "BLOCK", o.blockMs), "COUNT", count);
 }
-export const pop = (q: string, o: PopOptions = {}): Command<Job | null> => ({
-  args: popArgs(q, o),
-  parse: (r) => (r === null ? null : popFromBuffers(r, q)),
-  buffers: true,
-});
-export const popMany = (q: string, count: number, o: PopOptions = {}): Command<Job[]> => ({
-  args: popArgs(q, o, count),
-  parse: (r) => (r === null ? [] : (r as unknown[]).map((x) => popFromBuffers(x, q))),
-  buffers: true,
-});
+/** A delivering command's reply parsers: one job (or nil), or a list of jobs (nil: empty). */
+function one(read: (r: unknown) => Job) {
+  return (r: unknown): Job | null => (r === null ? null : read(r));
+}
+function many(read: (r: unknown) => Job) {
+  return (r: unknown): Job[] => (r === null ? [] : (r as unknown[]).map(read));
+}
+const maps = (q?: string) => (r: unknown) => popFromBuffers(r, q);
+
+export const pop = (q: string, o: PopOptions = {}): Command<Job | null> =>
+  asValues({ args: popArgs(q, o), parse: one(maps(q)), buffers: true }, one(values(q)));
+export const popMany = (q: string, count: number, o: PopOptions = {}): Command<Job[]> =>
+  asValues({ args: popArgs(q, o, count), parse: many(maps(q)), buffers: true }, many(values(q)));
 function mpopArgs(queues: string[], o: PopOptions, count?: number): Arg[] {
   if (queues.length === 0) throw new RangeError("ORCA.MPOP needs at least one queue");
   return opt(
@@ -163,16 +182,10 @@ function mpopArgs(queues: string[], o: PopOptions, count?: number): Arg[] {
   );
 }
 /** ORCA.MPOP: the job names its queue (`Job.queue`). */
-export const mpop = (queues: string[], o: PopOptions = {}): Command<Job | null> => ({
-  args: mpopArgs(queues, o),
-  parse: (r) => (r === null ? null : popFromBuffers(r)),
-  buffers: true,
-});
-export const mpopMany = (queues: string[], count: number, o: PopOptions = {}): Command<Job[]> => ({
-  args: mpopArgs(queues, o, count),
-  parse: (r) => (r === null ? [] : (r as unknown[]).map((x) => popFromBuffers(x))),
-  buffers: true,
-});
+export const mpop = (queues: string[], o: PopOptions = {}): Command<Job | null> =>
+  asValues({ args: mpopArgs(queues, o), parse: one(maps()), buffers: true }, one(values(undefined)));
+export const mpopMany = (queues: string[], count: number, o: PopOptions = {}): Command<Job[]> =>
+  asValues({ args: mpopArgs(queues, o, count), parse: many(maps()), buffers: true }, many(values(undefined)));
 
 const ackArgs = (q: string, key: string, lease: string, res?: Buffer | string, ttlMs?: number): Arg[] =>
   opt(opt(["ORCA.ACK", q, key, lease], "RESULT", res), "TTL", ttlMs);
@@ -192,11 +205,15 @@ export const ackNext = (
   key: string,
   lease: string,
   o: { result?: Buffer | string; ttlMs?: number; leaseMs?: number } = {},
-): Command<Job | null> => ({
-  args: opt([...ackArgs(q, key, lease, o.result, o.ttlMs), "NEXT"], "LEASE", o.leaseMs),
-  parse: (r) => (r === null ? null : popFromBuffers(r, q)),
-  buffers: true,
-});
+): Command<Job | null> =>
+  asValues(
+    {
+      args: opt([...ackArgs(q, key, lease, o.result, o.ttlMs), "NEXT"], "LEASE", o.leaseMs),
+      parse: one(maps(q)),
+      buffers: true,
+    },
+    one(values(q)),
+  );
 /** One delivery of an ORCA.MACK: its orca key, its lease token and, optionally, its result. */
 export interface MackItem {
   key: string;
@@ -238,15 +255,12 @@ export function mack(
   if (next === undefined) return { args, parse: (r) => ({ outcomes: outcomesOf(r), jobs: [] }) };
   args.push("NEXT");
   opt(opt(args, "LEASE", next.leaseMs), "COUNT", next.count);
-  return {
-    args,
-    parse: (r) => {
-      const [outcomes, jobs] = r as [unknown, unknown];
-      if (!Array.isArray(jobs)) throw new TypeError("ORCA.MACK ... NEXT replied without its jobs");
-      return { outcomes: outcomesOf(outcomes), jobs: jobs.map((x) => popFromBuffers(x, q)) };
-    },
-    buffers: true,
+  const reply = (read: (r: unknown) => Job) => (r: unknown) => {
+    const [outcomes, jobs] = r as [unknown, unknown];
+    if (!Array.isArray(jobs)) throw new TypeError("ORCA.MACK ... NEXT replied without its jobs");
+    return { outcomes: outcomesOf(outcomes), jobs: jobs.map(read) };
   };
+  return asValues({ args, parse: reply(maps(q)), buffers: true }, reply(values(q)));
 }
 export const nack = (q: string, key: string, lease: string, delayMs?: number): Command<NackOutcome> => ({
   args: opt(["ORCA.NACK", q, key, lease], "DELAY", delayMs),
@@ -261,11 +275,15 @@ export const nackNext = (
   key: string,
   lease: string,
   o: { delayMs?: number; leaseMs?: number } = {},
-): Command<Job | null> => ({
-  args: opt([...opt(["ORCA.NACK", q, key, lease], "DELAY", o.delayMs), "NEXT"], "LEASE", o.leaseMs),
-  parse: (r) => (r === null ? null : popFromBuffers(r, q)),
-  buffers: true,
-});
+): Command<Job | null> =>
+  asValues(
+    {
+      args: opt([...opt(["ORCA.NACK", q, key, lease], "DELAY", o.delayMs), "NEXT"], "LEASE", o.leaseMs),
+      parse: one(maps(q)),
+      buffers: true,
+    },
+    one(values(q)),
+  );
 export const extend = (q: string, key: string, lease: string, ms: number): Command<number> => ({
   args: ["ORCA.EXTEND", q, key, lease, ms],
   parse: Number,

@@ -38,11 +38,30 @@ function mapped(e: unknown): never {
   throw mapError(e);
 }
 
-/** Sends one command on `client`, mapping error replies to OrcaError classes. */
+/** Clients whose server refused `FORMAT VALUES` (a module older than this client). */
+const noValues = new WeakSet<object>();
+
+function refusedFormat(e: unknown): boolean {
+  return e instanceof Error && /unknown option 'FORMAT'/i.test(e.message);
+}
+
+/**
+ * Sends one command on `client`, mapping error replies to OrcaError classes. A command that asks
+ * for `FORMAT VALUES` goes as its `legacy` form to a server that refused the option (an error
+ * that changed nothing), from then on on that client.
+ */
 export function send<T>(client: RedisClient, cmd: P.Command<T>): Promise<T> {
+  const legacy = cmd.legacy;
+  if (legacy !== undefined && noValues.has(client)) return send(client, legacy);
   const [name, ...args] = cmd.args as [string, ...P.Arg[]];
   const command = new Command(name, args, { replyEncoding: cmd.buffers ? null : "utf8" });
   cork(client);
   client.sendCommand(command);
-  return (command.promise as Promise<unknown>).then(cmd.parse, mapped);
+  const sent = command.promise as Promise<unknown>;
+  if (legacy === undefined) return sent.then(cmd.parse, mapped);
+  return sent.then(cmd.parse, (e: unknown) => {
+    if (!refusedFormat(e)) return mapped(e);
+    noValues.add(client);
+    return send(client, legacy);
+  });
 }

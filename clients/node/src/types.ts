@@ -269,6 +269,31 @@ export function popFromBuffers(reply: unknown, queue?: string): Job {
   return j;
 }
 
+/**
+ * A delivery read with `FORMAT VALUES` (Buffers): the delivery map's values without their names,
+ * in the map's order, and (`mpop`) the queue last (docs/commands.md). Values past these (a newer
+ * server's) are ignored. `queue` is the queue it was popped from, for POP and NEXT.
+ */
+export function popFromValues(reply: unknown, queue: string | undefined, mpop: boolean): Job {
+  if (!Array.isArray(reply) || reply.length < (mpop ? 12 : 11))
+    throw new TypeError("not a FORMAT VALUES delivery");
+  const j = new Job();
+  j.attempt = optNum(reply[0] as Reply);
+  j.attempts = num(reply[1] as Reply);
+  j.collation = optUtf8(reply[2]);
+  j.createdAt = num(reply[3] as Reply);
+  j.deadline = optNum(reply[4] as Reply);
+  j.immediate = num(reply[5] as Reply) === 1;
+  j.key = utf8(reply[6]);
+  j.lease = optUtf8(reply[7]);
+  j.nonce = num(reply[8] as Reply);
+  j.payload = optUtf8(reply[9]);
+  j.releaseAt = num(reply[10] as Reply);
+  j.queue = mpop ? utf8(reply[11]) : queue;
+  if (!j.key) throw new TypeError("job reply without a key");
+  return j;
+}
+
 /** An array of job replies (POP with COUNT, LIST, DEAD LIST); nil is empty. */
 export function jobsFromReply(reply: Reply, queue?: string): Job[] {
   if (reply === null || reply === undefined) return [];

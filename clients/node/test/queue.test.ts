@@ -206,11 +206,13 @@ describe("Queue", () => {
   });
 
   it("worker strategy: capped pops, MPOP over several queues, ACK NEXT, hand-back", () => {
+    // Every command that hands out jobs asks for them as values (FORMAT VALUES), last.
+    const V = ["FORMAT", "VALUES"];
     const one = new FetchStrategy(["a"], { leaseMs: 5000, blockMs: 5000 });
-    assert.deepEqual(one.quick(5000).args, ["ORCA.POP", "a", "LEASE", 5000, "COUNT", MAX_POP_COUNT]);
-    assert.deepEqual(one.blocking(3).args, ["ORCA.POP", "a", "LEASE", 5000, "BLOCK", 5000, "COUNT", 3]);
+    assert.deepEqual(one.quick(5000).args, ["ORCA.POP", "a", "LEASE", 5000, "COUNT", MAX_POP_COUNT, ...V]);
+    assert.deepEqual(one.blocking(3).args, ["ORCA.POP", "a", "LEASE", 5000, "BLOCK", 5000, "COUNT", 3, ...V]);
     const s = new FetchStrategy(["a", "b"], { leaseMs: 5000, blockMs: 7000, resultTtlMs: 9 });
-    assert.deepEqual(s.quick(2).args, ["ORCA.MPOP", 2, "a", "b", "LEASE", 5000, "COUNT", 2]);
+    assert.deepEqual(s.quick(2).args, ["ORCA.MPOP", 2, "a", "b", "LEASE", 5000, "COUNT", 2, ...V]);
     // One blocking MPOP over every queue, with the full BLOCK: woken by any of them.
     assert.deepEqual(s.blocking(3).args, [
       "ORCA.MPOP",
@@ -223,7 +225,10 @@ describe("Queue", () => {
       7000,
       "COUNT",
       3,
+      ...V,
     ]);
+    // Without FORMAT (the fallback for an older server): the same command.
+    assert.deepEqual(s.blocking(3).legacy?.args, s.blocking(3).args.slice(0, -2));
     const job = (queue: string) =>
       Object.assign(new Job(), { key: "K", payload: '{"key":"k"}', createdAt: 42, lease: "7", queue });
     assert.deepEqual(s.ackNext(job("a"), "r").args, [
@@ -238,6 +243,7 @@ describe("Queue", () => {
       "NEXT",
       "LEASE",
       5000,
+      ...V,
     ]);
     // NEXT takes from the job's own queue: only the first queue keeps the argument order.
     assert.deepEqual([s.chains(job("a")), s.chains(job("b"))], [true, false]);
