@@ -105,7 +105,7 @@ test-dashboard: build
 # module, measures it against Redis's own SET/LPUSH/ZADD, the seed-000 queue as
 # Lua scripts and the client-side lock protocol, at queue depths up to 1M, and
 # writes docs/benchmarks.md and docs/bench-depth.svg; then the full job cycle
-# against BullMQ (bench-clients). 6-12 minutes, ~2 GB RAM.
+# against BullMQ (bench-clients). 7-13 minutes, ~2 GB RAM.
 bench: build
 	@command -v python3 >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends python3; }
@@ -191,7 +191,8 @@ test-node: build node-deps
 	cd examples/node && node --test build/examples/node/producer.test.js
 
 # The full job cycle against BullMQ 5 (part of `make bench`, never of `make
-# test`): writes benches/clients/results.md and results.json. About a minute.
+# test`): writes benches/clients/results.md and results.json. About two minutes
+# (two warm-up rounds, then five recorded ones).
 bench-clients: build node-deps
 	cd clients/node && npx tsc -p tsconfig.json
 	cd benches/clients && npm ci --no-audit --no-fund
