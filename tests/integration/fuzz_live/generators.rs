@@ -368,7 +368,7 @@ impl Fuzz {
     }
 
     /// Option value kinds: 0 time/ms, 1 small ms (lease/block), 2 count,
-    /// 3 attempts, 4 bytes, 5 order, 6 offset/limit.
+    /// 3 attempts, 4 bytes, 5 order, 6 offset/limit, 7 delivery format.
     pub(super) fn option_value(&mut self, kind: u8) -> Vec<u8> {
         if self.pct(8) {
             return self.edge_int();
@@ -392,7 +392,7 @@ impl Fuzz {
                     .pick(&["LIFO", "FIFO", "lifo", "Fifo", "stack", ""]);
                 o.as_bytes().to_vec()
             }
-            6 => {
+            7 => {
                 let f = *self.rng.pick(&[
                     "VALUES", "MAP", "values", "Map", "VALUES", "map", "VALUE", "",
                 ]);

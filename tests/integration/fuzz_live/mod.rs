@@ -168,7 +168,7 @@ const POP_OPTIONS: &[(&str, u8)] = &[
     ("COUNT", 2),
     ("NOW", 0),
     ("MAXATTEMPTS", 3),
-    ("FORMAT", 6),
+    ("FORMAT", 7),
 ];
 
 const EDGE_INTS: &[&str] = &[

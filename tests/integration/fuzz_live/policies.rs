@@ -149,7 +149,7 @@ impl Fuzz {
                 a.push(v);
                 if self.pct(50) {
                     a.push(self.case("FORMAT"));
-                    let v = self.option_value(6);
+                    let v = self.option_value(7);
                     a.push(v);
                 }
             }
