@@ -318,24 +318,32 @@ fn map_is_the_default_and_bad_formats_are_refused() {
     // MAP, spelled out or not, is the job map.
     let a = fields(ok(&mut c, &pinned(&["FORMAT", "map"])));
     assert_field_names(&a, &["attempt", "lease", "deadline"]);
-    for bad in [&["FORMAT", "JSON"][..], &["FORMAT", ""], &["FORMAT"]] {
-        assert_rejected(&mut c, "q", &pinned(bad), ERR);
+    for bad in [&["FORMAT", "JSON"][..], &["FORMAT", ""]] {
+        let e = assert_rejected(&mut c, "q", &pinned(bad), ERR);
+        assert_eq!(e, "ERR FORMAT must be MAP or VALUES");
     }
-    assert_rejected(
+    assert_rejected(&mut c, "q", &pinned(&["FORMAT"]), ERR);
+    let e = assert_rejected(
         &mut c,
         "q",
         &pinned(&["FORMAT", "VALUES", "FORMAT", "MAP"]),
         ERR,
     );
+    assert_eq!(e, "ERR option FORMAT given twice");
     // FORMAT belongs to the pop after NEXT, not to the ACK/NACK/MACK.
     let j = must_pop_at(&mut c, "q", LONG, t);
     let (k, l) = (text(&j, "key"), text(&j, "lease"));
     for cmd in ["ORCA.ACK", "ORCA.NACK"] {
-        assert_rejected(
+        // The text a client falls back on (an older module says the same of FORMAT anywhere).
+        let e = assert_rejected(
             &mut c,
             "q",
             &args![cmd, "q", &k, &l, "FORMAT", "VALUES", "NEXT"],
             ERR,
+        );
+        assert!(
+            e.starts_with("ERR unknown option 'FORMAT' (allowed: "),
+            "{e}"
         );
         assert_rejected(
             &mut c,
