@@ -157,9 +157,7 @@ export class Worker extends EventEmitter {
       throw new RangeError("graceMs must be at most 2147483647 (a longer Node timer fires at once)");
     if (opts.resultTtlMs !== undefined) integer("resultTtlMs", opts.resultTtlMs, 0);
     if (opts.nackDelayMs !== undefined) integer("nackDelayMs", opts.nackDelayMs, 0);
-    // Integer arithmetic: Math.ceil's result is a double to V8, and `reserved` (which adds it)
-    // would then be stored as one, deoptimizing the code that counts slots as small integers.
-    this.batch = (this.concurrency + 1) >> 1;
+    this.batch = Math.ceil(this.concurrency / 2);
     this.strategy = new FetchStrategy(
       this.queues.map((q) => q.name),
       {

@@ -14,28 +14,25 @@ import { cfg, fileServer, qname } from "./server";
 const ctx = fileServer();
 
 /**
- * A Job's fields, for comparing two reads of the same delivery on twin queues; the deadline
- * (from the server's clock, read a moment apart) to the second.
+ * A Job's fields, for comparing two reads of the same delivery on twin queues. The deadline
+ * comes from the server's clock, read a moment apart on the twins: it is checked on its own
+ * (`sameDeadline`), with a tolerance.
  */
 function shown(j: Job | null): Record<string, unknown> | null {
   if (j === null) return null;
   const { key, attempts, collation, createdAt, releaseAt, immediate, nonce, payload } = j;
   const { attempt, lease, queue } = j;
-  const deadline = j.deadline === undefined ? undefined : Math.floor(j.deadline / 1000);
-  return {
-    key,
-    attempts,
-    collation,
-    createdAt,
-    releaseAt,
-    immediate,
-    nonce,
-    payload,
-    attempt,
-    lease,
-    deadline,
-    queue,
-  };
+  return { key, attempts, collation, createdAt, releaseAt, immediate, nonce, payload, attempt, lease, queue };
+}
+
+/** Both leased (deadlines within a second of each other) or both not. */
+function sameDeadline(a: (Job | null)[], b: (Job | null)[]): void {
+  assert.equal(a.length, b.length);
+  a.forEach((x, i) => {
+    const [da, db] = [x?.deadline, b[i]?.deadline];
+    if (da === undefined || db === undefined) assert.equal(da, db);
+    else assert.ok(Math.abs(da - db) < 1000, `deadlines ${da} and ${db}`);
+  });
 }
 
 /** Twin queues with the same jobs: collation and none, an immediate, priorities. */
@@ -58,6 +55,7 @@ describe("FORMAT VALUES", () => {
     const a = await run(ctx.r, P.pop(v.name, { leaseMs: 60_000 }));
     const b = await legacy(P.pop(m.name, { leaseMs: 60_000 }));
     assert.deepEqual({ ...shown(a), queue: m.name }, shown(b));
+    sameDeadline([a], [b]);
     assert.equal(a!.queue, v.name);
 
     const as = await run(ctx.r, P.popMany(v.name, 2, { leaseMs: 60_000 }));
@@ -67,10 +65,12 @@ describe("FORMAT VALUES", () => {
       as.map((j) => ({ ...shown(j), queue: m.name })),
       bs.map(shown),
     );
+    sameDeadline(as, bs);
 
     const an = await run(ctx.r, P.ackNext(v.name, a!.key, a!.lease!, { leaseMs: 60_000 }));
     const bn = await legacy(P.ackNext(m.name, b!.key, b!.lease!, { leaseMs: 60_000 }));
     assert.deepEqual({ ...shown(an), queue: m.name }, shown(bn));
+    sameDeadline([an], [bn]);
 
     const am = await run(
       ctx.r,
@@ -82,11 +82,13 @@ describe("FORMAT VALUES", () => {
       am.jobs.map((j) => ({ ...shown(j), queue: m.name })),
       bm.jobs.map(shown),
     );
+    sameDeadline(am.jobs, bm.jobs);
 
     const nn = await run(ctx.r, P.nackNext(v.name, as[0]!.key, as[0]!.lease!, { delayMs: 60_000 }));
     const mn = await legacy(P.nackNext(m.name, bs[0]!.key, bs[0]!.lease!, { delayMs: 60_000 }));
     assert.ok(nn !== null);
     assert.deepEqual({ ...shown(nn), queue: m.name }, shown(mn));
+    sameDeadline([nn], [mn]);
 
     // LEASE 0: no lease, no deadline.
     const z = await v.pop({ leaseMs: 0 });
@@ -132,6 +134,7 @@ describe("FORMAT VALUES", () => {
       const w = new Worker(q, (job) => done.push(job.key), { concurrency: 2, handleSignals: false });
       while (done.length < 4) await new Promise((r) => setTimeout(r, 10));
       await w.close();
+      assert.equal(done.length, 4, "each job once");
       assert.equal(new Set(done).size, 4);
       const st = await q.stats();
       assert.deepEqual([st.queued, st.leased], [0, 0]);
