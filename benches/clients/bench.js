@@ -4,7 +4,7 @@
 // Orca module loaded (BullMQ needs no module), with the same kind of client on both sides
 // (ioredis). 20k jobs of the ~1 KB Orca config of benches/job.json per run.
 //
-//   node benches/clients/bench.js [--jobs 20000] [--rounds 5] [--warmup 1] [--out benches/clients] [--quick]
+//   node benches/clients/bench.js [--jobs 20000] [--rounds 5] [--warmup 2] [--out benches/clients] [--quick]
 //   node benches/clients/bench.js --render    (rewrites results.md from results.json and
 //                                              analysis.md, e.g. after editing the analysis)
 //
@@ -386,7 +386,6 @@ async function main() {
   const orcaClient = new IORedis(conn);
   const samples = []; // { row, side, round, ...measure }
   log(`redis-server pid ${server.pid} on port ${server.port}; ${JOBS} jobs per row, ${WARMUP} warm-up + ${ROUNDS} rounds`);
-  const warmed = async (what, once) => once();
   const record = (row, side, round, m) => {
     if (round < 1) {
       log(`(warm-up) ${row.padEnd(28)} ${side.padEnd(10)} ${fmt(m.rate).padStart(8)} jobs/s`);
@@ -402,13 +401,11 @@ async function main() {
     const sides = round % 2 ? ["BullMQ", "orca-queue"] : ["orca-queue", "BullMQ"];
     for (const mode of ["one", "window", "bulk"]) {
       for (const side of sides) {
-        const m = await warmed(`${addLabel[mode]}, ${side}`, async () => {
-          tag++;
-          await admin.flushall();
-          return measure(admin, server.pid, JOBS, () =>
-            side === "BullMQ" ? bullAdds(conn, tag, mode).then((q) => q.close()) : orcaAdds(orcaClient, tag, mode),
-          );
-        });
+        tag++;
+        await admin.flushall();
+        const m = await measure(admin, server.pid, JOBS, () =>
+          side === "BullMQ" ? bullAdds(conn, tag, mode).then((q) => q.close()) : orcaAdds(orcaClient, tag, mode),
+        );
         record(addLabel[mode], side, round, m);
       }
     }
@@ -416,46 +413,41 @@ async function main() {
     const procSides = round % 2 ? [...sides, PLAIN] : [PLAIN, ...sides];
     for (const c of CONCURRENCY) {
       for (const side of procSides) {
-        const m = await warmed(`process, concurrency ${c}, ${side}`, async () => {
-          tag++;
-          await admin.flushall(); // fill (not measured), then process (measured)
-          if (side === "BullMQ") {
-            const bq = await bullAdds(conn, tag, "bulk");
-            await bq.close();
-            return measure(admin, server.pid, JOBS, () => bullProcess(conn, bq.name, c));
-          }
+        tag++;
+        await admin.flushall(); // fill (not measured), then process (measured)
+        let m;
+        if (side === "BullMQ") {
+          const bq = await bullAdds(conn, tag, "bulk");
+          await bq.close();
+          m = await measure(admin, server.pid, JOBS, () => bullProcess(conn, bq.name, c));
+        } else {
           const oq = await orcaAdds(orcaClient, tag, "bulk");
-          const r = await measure(admin, server.pid, JOBS, () => orcaProcess(oq, c, side !== PLAIN));
+          m = await measure(admin, server.pid, JOBS, () => orcaProcess(oq, c, side !== PLAIN));
           await orcaCheckDrained(oq);
-          return r;
-        });
+        }
         record(`process, concurrency ${c}`, side, round, m);
       }
     }
     for (const side of procSides.filter((x) => x !== "BullMQ")) {
-      const m = await warmed(`${SLOW_ROW}, ${side}`, async () => {
-        tag++;
-        await admin.flushall();
-        const oq = await orcaAdds(orcaClient, tag, "bulk");
-        const r = await measure(admin, server.pid, JOBS, () => orcaProcess(oq, 64, side !== PLAIN, slowHandler));
-        await orcaCheckDrained(oq);
-        return r;
-      });
+      tag++;
+      await admin.flushall();
+      const oq = await orcaAdds(orcaClient, tag, "bulk");
+      const m = await measure(admin, server.pid, JOBS, () => orcaProcess(oq, 64, side !== PLAIN, slowHandler));
+      await orcaCheckDrained(oq);
       record(SLOW_ROW, side, round, m);
     }
     for (const side of sides) {
-      const m = await warmed(`${MULTI_ROW}, ${side}`, async () => {
-        tag++;
-        await admin.flushall();
-        if (side === "BullMQ") {
-          const names = await bullFillMany(conn, tag, MULTI);
-          return measure(admin, server.pid, JOBS, () => bullProcessMany(conn, names, 16));
-        }
+      tag++;
+      await admin.flushall();
+      let m;
+      if (side === "BullMQ") {
+        const names = await bullFillMany(conn, tag, MULTI);
+        m = await measure(admin, server.pid, JOBS, () => bullProcessMany(conn, names, 16));
+      } else {
         const qs = await orcaFillMany(orcaClient, tag, MULTI);
-        const r = await measure(admin, server.pid, JOBS, () => orcaProcess(qs, 16));
+        m = await measure(admin, server.pid, JOBS, () => orcaProcess(qs, 16));
         await orcaCheckDrained(qs);
-        return r;
-      });
+      }
       record(MULTI_ROW, side, round, m);
     }
   }
