@@ -290,7 +290,7 @@ pub fn nack_at(c: &mut Con, q: &str, key: &str, lease: &str, now: i64) -> Fields
 
 /// `ORCA.NACK` of the delivery `job` (a pop reply) with options `extra`.
 pub fn nack_job(c: &mut Con, q: &str, job: &Fields, extra: &[&str]) -> Fields {
-    let opts: Vec<Vec<u8>> = extra.iter().map(|s| s.as_bytes().to_vec()).collect();
+    let opts = str_args(extra);
     nack_with(c, q, &text(job, "key"), &text(job, "lease"), &opts)
 }
 

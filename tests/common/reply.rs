@@ -57,6 +57,11 @@ macro_rules! args {
     };
 }
 
+/// Text arguments as a command's argument list (`args!` for a runtime slice).
+pub fn str_args(items: &[&str]) -> Vec<Vec<u8>> {
+    items.iter().map(|s| s.as_bytes().to_vec()).collect()
+}
+
 /// Run a command and return the raw reply; an error reply comes back as
 /// `Value::ServerError`, not as `Err`. I/O failures panic.
 pub fn raw(con: &mut redis::Connection, args: &[Vec<u8>]) -> Value {

@@ -17,10 +17,6 @@ use std::collections::BTreeMap;
 use crate::common::*;
 use redis::Value;
 
-fn opts(items: &[&str]) -> Vec<Vec<u8>> {
-    items.iter().map(|s| s.as_bytes().to_vec()).collect()
-}
-
 #[test]
 fn ack_next_replies_with_the_next_job_and_its_own_lease() {
     let (_s, mut c, t) = start_pinned();
@@ -32,7 +28,7 @@ fn ack_next_replies_with_the_next_job_and_its_own_lease() {
     let ts = t.to_string();
     // LIFO: c, b, a.
     let first = must_pop_at(&mut c, q, LONG, t);
-    let next = finish_next(&mut c, "ORCA.ACK", q, &first, &opts(&["NOW", &ts]), &[]).unwrap();
+    let next = finish_next(&mut c, "ORCA.ACK", q, &first, &str_args(&["NOW", &ts]), &[]).unwrap();
     assert_field_names(&next, &["attempt", "lease", "deadline"]);
     assert_eq!(text(&next, "key"), key_of("b"));
     assert_eq!((int(&next, "attempt"), int(&next, "attempts")), (1, 1));
@@ -55,8 +51,8 @@ fn ack_next_replies_with_the_next_job_and_its_own_lease() {
         "ORCA.ACK",
         q,
         &next,
-        &opts(&["NOW", &ts]),
-        &opts(&["LEASE", "500"]),
+        &str_args(&["NOW", &ts]),
+        &str_args(&["LEASE", "500"]),
     )
     .unwrap();
     assert_eq!(
@@ -116,9 +112,9 @@ fn next_is_the_finish_then_a_pop() {
             _ => ("ORCA.NACK", vec!["DELAY", "200", "NOW", &ns]),
         };
         let lease = ["LEASE", "1000"];
-        let na = finish_next(&mut c, cmd, a, &ja, &opts(&before), &opts(&lease));
+        let na = finish_next(&mut c, cmd, a, &ja, &str_args(&before), &str_args(&lease));
         let mut two = args![cmd, b, text(&jb, "key"), text(&jb, "lease")];
-        two.extend(opts(&before));
+        two.extend(str_args(&before));
         ok(&mut c, &two);
         let nb = pop_with(&mut c, b, &args!["LEASE", 1000, "NOW", now]);
         steps += 1;
@@ -168,7 +164,7 @@ fn nack_next_replies_with_the_next_job() {
     let ts = t.to_string();
     let ja = must_pop_at(&mut c, q, LONG, t);
     // Default backoff: a waits; b is handed out.
-    let jb = finish_next(&mut c, "ORCA.NACK", q, &ja, &opts(&["NOW", &ts]), &[]).unwrap();
+    let jb = finish_next(&mut c, "ORCA.NACK", q, &ja, &str_args(&["NOW", &ts]), &[]).unwrap();
     assert_eq!((text(&jb, "key"), int(&jb, "attempt")), (key_of("b"), 1));
     let sa = must_status(&mut c, q, &key_of("a"));
     assert_eq!(
@@ -181,7 +177,7 @@ fn nack_next_replies_with_the_next_job() {
         "ORCA.NACK",
         q,
         &jb,
-        &opts(&["DELAY", "0", "NOW", &ts]),
+        &str_args(&["DELAY", "0", "NOW", &ts]),
         &[],
     )
     .unwrap();
@@ -192,7 +188,7 @@ fn nack_next_replies_with_the_next_job() {
     assert_ne!(text(&again, "lease"), text(&jb, "lease"));
     // After a's retry time, NEXT hands a out.
     let t2 = (t + 1000).to_string();
-    let next = finish_next(&mut c, "ORCA.ACK", q, &again, &opts(&["NOW", &t2]), &[]).unwrap();
+    let next = finish_next(&mut c, "ORCA.ACK", q, &again, &str_args(&["NOW", &t2]), &[]).unwrap();
     assert_eq!(
         (text(&next, "key"), int(&next, "attempt")),
         (key_of("a"), 2)
@@ -283,8 +279,8 @@ fn result_and_ttl_with_next() {
         "ORCA.ACK",
         q,
         &ja,
-        &opts(&["RESULT", "{\"score\":97}", "TTL", "5000", "NOW", &ts]),
-        &opts(&["LEASE", "60000"]),
+        &str_args(&["RESULT", "{\"score\":97}", "TTL", "5000", "NOW", &ts]),
+        &str_args(&["LEASE", "60000"]),
     )
     .unwrap();
     assert_eq!(

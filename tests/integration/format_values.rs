@@ -29,10 +29,6 @@ const ORDER: [&str; 11] = [
     "release_at",
 ];
 
-fn strs(items: &[&str]) -> Vec<Vec<u8>> {
-    items.iter().map(|s| s.as_bytes().to_vec()).collect()
-}
-
 /// A delivery written as a map (RESP2 flat array or RESP3 map): its
 /// values in the map's order, `queue` moved last, and the names.
 fn map_values(v: &Value) -> (Vec<Value>, Vec<String>) {
@@ -123,7 +119,7 @@ fn twins(c: &mut Con, t: i64, m: &str, v: &str) {
 }
 
 fn with(mut a: Vec<Vec<u8>>, more: &[&str]) -> Vec<Vec<u8>> {
-    a.extend(strs(more));
+    a.extend(str_args(more));
     a
 }
 
@@ -155,7 +151,9 @@ fn values_are_the_map_values_in_order_for_every_delivering_command() {
         let (mm, mv) = both(c, &|q| with(mpop_args(&["absent", q], &[]), &pin));
         assert_same(&mm, &mv, m, v);
         assert_eq!(values(&mv).len(), 12);
-        let (mm, mv) = both(c, &|q| with(mpop_args(&[q], &strs(&["COUNT", "1"])), &pin));
+        let (mm, mv) = both(c, &|q| {
+            with(mpop_args(&[q], &str_args(&["COUNT", "1"])), &pin)
+        });
         assert_same(&list(&mm)[0], &list(&mv)[0], m, v);
 
         // ACK ... NEXT and NACK ... NEXT: the next job in the format asked.
@@ -294,7 +292,7 @@ fn a_blocked_pop_is_answered_in_its_format() {
         ),
         (
             "mq",
-            mpop_args(&["mq"], &strs(&["BLOCK", "10000", "FORMAT", "VALUES"])),
+            mpop_args(&["mq"], &str_args(&["BLOCK", "10000", "FORMAT", "VALUES"])),
         ),
     ] {
         let waiter = spawn_blocked(&s, cmd);
