@@ -2,6 +2,22 @@
  * Error classes for the server's error replies (docs/commands.md). `message` is the server's
  * text without the `ERR` prefix; `reply` keeps the full reply text.
  */
+/**
+ * Throw it (or a subclass) from a worker's handler for an expected failure: the delivery is NACKed
+ * as for any error. `delayMs` says when to retry (the NACK's `DELAY`: a receiver's `Retry-After`),
+ * instead of the worker's `nackDelayMs` or the server's backoff. Not a server error.
+ */
+export class JobFailed extends Error {
+  readonly delayMs: number | undefined;
+  constructor(message: string, options: { delayMs?: number } = {}) {
+    super(message);
+    this.name = "JobFailed";
+    const d = options.delayMs;
+    if (d !== undefined && !Number.isSafeInteger(d)) throw new RangeError("delayMs must be an integer (ms)");
+    this.delayMs = d === undefined ? undefined : Math.max(0, d);
+  }
+}
+
 export class OrcaError extends Error {
   readonly reply: string;
   constructor(message: string, reply?: string) {

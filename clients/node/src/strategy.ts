@@ -129,8 +129,9 @@ export class FetchStrategy {
     );
   }
 
-  nack(job: Job): P.Command<NackOutcome> {
-    return P.nack(q(job), job.key, lease(job), this.opts.nackDelayMs);
+  /** `delayMs`: a failure's own retry delay (`JobFailed`), else `nackDelayMs`. */
+  nack(job: Job, delayMs?: number): P.Command<NackOutcome> {
+    return P.nack(q(job), job.key, lease(job), delayMs ?? this.opts.nackDelayMs);
   }
 
   extend(job: Job): P.Command<number> {

@@ -12,7 +12,7 @@ import { EventEmitter } from "node:events";
 import type Redis from "ioredis";
 
 import { blockingConnection, commandConnection } from "./connection";
-import { LeaseLostError, JobCancelledError, ResultTooLargeError, mapError } from "./errors";
+import { JobFailed, LeaseLostError, JobCancelledError, ResultTooLargeError, mapError } from "./errors";
 import { encodeResult } from "./keys";
 import type * as P from "./protocol";
 import { Queue, run } from "./queue";
@@ -572,7 +572,8 @@ export class Worker extends EventEmitter {
   private async fail(job: Job, error: unknown): Promise<void> {
     let outcome: NackOutcome;
     try {
-      outcome = await run(this.conn, this.strategy.nack(job));
+      const delayMs = error instanceof JobFailed ? error.delayMs : undefined;
+      outcome = await run(this.conn, this.strategy.nack(job, delayMs));
     } catch (e) {
       this.finishFailed(job, e, "nack");
       return;

@@ -270,7 +270,8 @@ class WorkerBase:
         """The commands that finish ``job`` (see :meth:`FetchStrategy.finish`) and the
         error it failed with (a result that cannot be encoded is one)."""
         result, error = self._encode(value, error)
-        return self.strategy.finish(job, result, error is not None, take_next), error
+        delay = error.delay_ms if isinstance(error, JobFailed) else None
+        return self.strategy.finish(job, result, error is not None, take_next, delay), error
 
     def _refused_result(
         self,
