@@ -20,6 +20,7 @@ pub mod args;
 pub mod commands;
 pub mod datatype;
 pub mod ffi;
+pub mod finish;
 pub mod gates;
 pub mod guard;
 pub mod hooks;

@@ -18,6 +18,7 @@ mod delete;
 mod enqueue;
 mod events;
 mod format_values;
+mod forward;
 mod fuzz_live;
 mod fuzz_regressions;
 mod gates;

@@ -6,6 +6,7 @@
 //!   its slots, counts and `ONFAIL` policy, and `Flows`, the queue's flows
 //! - `children`: the child's side: `Groups` (one per parent that has children
 //!   here) and the links from child keys to them
+//! - `handoff`: what a finish will do, before it is done (`ACK`/`NACK ... FORWARD`)
 //! - `outbox`: messages one queue holds for another until the relay carries
 //!   them, and the peers a relay found missing
 //!
@@ -14,6 +15,7 @@
 //! a message (the flow counts it and says whether the parent comes back).
 
 pub mod children;
+pub mod handoff;
 pub mod outbox;
 pub mod parent;
 pub mod slot;
