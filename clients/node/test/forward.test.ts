@@ -1,0 +1,62 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import type Redis from "ioredis";
+
+import { LeaseLostError, Queue } from "../src";
+import { Server, cfg, qname } from "./server";
+
+// Hand-offs from the client: ack(..., { forward }) and nack(..., { forward }).
+let server: Server;
+let r: Redis;
+before(async () => {
+  server = await Server.start("max-attempts", "2", "retry-base", "1");
+  r = server.client();
+});
+after(() => {
+  r.disconnect();
+  server.stop();
+});
+
+describe("hand-offs", () => {
+  it("acks and enqueues the successor in one step", async () => {
+    const tag = qname();
+    const compile = new Queue(r, `{${tag}}:compile`);
+    const test = new Queue(r, `{${tag}}:test`);
+    await compile.enqueue(cfg("sub-41"));
+    const job = await compile.pop({ leaseMs: 60_000 });
+    assert.ok(job);
+    const succ = await compile.ack(job, {
+      result: { built: true },
+      forward: { queue: test, config: cfg("sub-41", { stage: "test" }) },
+    });
+    assert.equal(succ.created, true);
+    assert.equal(succ.key, job.key);
+    assert.equal(await compile.status(job.key), null);
+    const st = await test.status(job.key);
+    assert.equal(st?.state, "queued");
+    assert.deepEqual((st?.config as { stage: string }).stage, "test");
+    // A refused ACK forwards nothing.
+    await assert.rejects(
+      compile.ack(job, { forward: { queue: test, config: cfg("other") } }),
+      LeaseLostError,
+    );
+    assert.equal(await test.len(), 1);
+  });
+
+  it("nacks and forwards only when the job dies", async () => {
+    const q = new Queue(r, qname());
+    const failures = `${q.name}:failures`;
+    await q.enqueue(cfg("a"));
+    let job = await q.pop({ leaseMs: 60_000 });
+    assert.ok(job);
+    const first = await q.nack(job, { delayMs: 0, forward: { queue: failures, config: cfg("report-a") } });
+    assert.equal(first.outcome, "retry");
+    assert.equal(first.successor, undefined);
+    job = await q.pop({ leaseMs: 60_000 });
+    assert.ok(job);
+    const dead = await q.nack(job, { forward: { queue: failures, config: cfg("report-a") } });
+    assert.equal(dead.outcome, "dead");
+    assert.equal(dead.successor?.created, true);
+    assert.equal(await new Queue(r, failures).len(), 1);
+  });
+});
