@@ -144,6 +144,8 @@ const KEYWORDS: &[&str] = &[
     "OPEN",
     "DROP",
     "NEXT",
+    "FORWARD",
+    "STOP",
     "STATE",
     "GATE",
     "HELD",
