@@ -8,7 +8,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build run test test-module test-valkey test-redis74 valkey-deps lint \
 	bench bench-core clean dashboard test-dashboard test-python test-node python-deps \
-	node-deps bench-clients
+	node-deps bench-clients test-node-ioredis6
 
 all: build
 
@@ -183,10 +183,27 @@ clients/node/node_modules/.installed: clients/node/package-lock.json
 # Type-check and build (tsc --strict), lint (eslint, prettier), then node's
 # test runner on the client and on the producer example.
 NODE_TESTS := $(addprefix build/test/,queue.test.js policies.test.js next.test.js format.test.js \
-	worker.test.js worker-next.test.js signals.test.js chaos.test.js)
+	worker.test.js worker-next.test.js signals.test.js chaos.test.js ioredis.test.js)
+# ioredis is a peer dependency (^5.4.0 || ^6.0.0): the suite runs on the dev install's ioredis 5,
+# then its Queue, Worker and ioredis tests again on a second install with ioredis 6
+# (clients/node/compat/ioredis6, the built tests copied there resolve its ioredis). ~30 s.
+NODE_IOREDIS6_TESTS := $(addprefix build/test/,queue.test.js format.test.js worker.test.js \
+	worker-next.test.js ioredis.test.js)
 test-node: build node-deps
 	cd clients/node && npx tsc -p tsconfig.json && npx eslint . && npx prettier --check .
 	cd clients/node && node --test $(NODE_TESTS)
+	$(MAKE) --no-print-directory test-node-ioredis6
+	cd examples/node && npm ci --no-audit --no-fund && npx tsc -p tsconfig.json
+	cd examples/node && node --test build/examples/node/producer.test.js
+
+test-node-ioredis6: build node-deps
+	@if node -e 'process.exit(Number(process.versions.node.split(".")[0]) < 20 ? 0 : 1)'; then \
+	  echo "test-node-ioredis6: skipped (ioredis 6 needs Node 20+, found $$(node --version))"; \
+	else \
+	  cd clients/node/compat/ioredis6 && npm ci --no-audit --no-fund && \
+	  rm -rf build && cp -r ../../build build && \
+	  node --test $(NODE_IOREDIS6_TESTS); \
+	fi
 	cd examples/node && npm ci --no-audit --no-fund && npx tsc -p tsconfig.json
 	cd examples/node && node --test build/examples/node/producer.test.js
 
