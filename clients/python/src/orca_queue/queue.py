@@ -11,6 +11,8 @@ from redis.exceptions import ResponseError
 
 from . import protocol as P
 from .connection import check_block_timeout
+from .durability import WAITAOF_MISSING, Durability, check_durable_client, is_write
+from .durability import finish as finish_durable
 from .errors import OrcaError, map_error
 from .keys import Config
 from .protocol import execute
@@ -28,19 +30,71 @@ class Queue:
     :class:`Job` can be passed wherever a key and a lease are needed.
     """
 
-    def __init__(self, client: redis.Redis, name: str) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        name: str,
+        *,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 1000,
+        wait_aof: bool = False,
+    ) -> None:
         self.client = client
         self.name = name
+        self.durability = Durability(wait_replicas, wait_timeout_ms, wait_aof)
+        self._waitaof_checked = False
+        check_durable_client(client, self.durability)
 
     def __repr__(self) -> str:
         return f"Queue({self.name!r})"
 
+    def with_wait(
+        self,
+        wait_replicas: Optional[int] = None,
+        *,
+        wait_timeout_ms: Optional[int] = None,
+        wait_aof: Optional[bool] = None,
+    ) -> Queue:
+        """The same queue on the same client with other durable-write settings (those not
+        given are kept): ``q.with_wait(0).enqueue(...)`` for one write that does not wait."""
+        d = self.durability
+        return Queue(
+            self.client,
+            self.name,
+            wait_replicas=d.replicas if wait_replicas is None else wait_replicas,
+            wait_timeout_ms=d.timeout_ms if wait_timeout_ms is None else wait_timeout_ms,
+            wait_aof=d.aof if wait_aof is None else wait_aof,
+        )
+
     def _run(self, cmd: P.Command[T]) -> T:
+        if self.durability.on and is_write(cmd.args):
+            return self._run_durable(cmd)
         try:
             reply = execute(self.client, cmd.args, cmd.options)
         except ResponseError as e:
             raise map_error(e) from None
         return cmd.parse(reply)
+
+    def _run_durable(self, cmd: P.Command[T]) -> T:
+        """The write and its WAIT (WAITAOF) in one round trip on one connection."""
+        self._check_waitaof()
+        pipe = self.client.pipeline(transaction=False)
+        execute(pipe, cmd.args, cmd.options)
+        execute(pipe, self.durability.command())
+        value: T = finish_durable(self.durability, cmd.parse, pipe.execute(raise_on_error=False))
+        return value
+
+    def _check_waitaof(self) -> None:
+        """With ``wait_aof``, once: refuse before writing on a server without WAITAOF."""
+        if not self.durability.aof or self._waitaof_checked:
+            return
+        try:
+            execute(self.client, ("WAITAOF", 0, 0, 0))
+        except ResponseError as e:
+            if "unknown command" in str(e).lower():
+                raise ValueError(WAITAOF_MISSING) from None
+            raise
+        self._waitaof_checked = True
 
     # -- putting jobs in ------------------------------------------------------------
     def enqueue(self, config: Config, *, now: Optional[int] = None) -> Job:
@@ -330,10 +384,24 @@ class Queue:
 
     # -- helpers ------------------------------------------------------------------------
     def _pipeline(self, cmds: builtins.list[P.Command[T]]) -> builtins.list[Union[T, OrcaError]]:
+        """Every command in one round trip; a durable queue adds one WAIT after them all (it
+        covers every write before it on the connection)."""
+        durable = self.durability.on and any(is_write(c.args) for c in cmds)
+        if durable:
+            self._check_waitaof()
         pipe = self.client.pipeline(transaction=False)
         for c in cmds:
             execute(pipe, c.args, c.options)
-        return P.parse_pipeline(cmds, pipe.execute(raise_on_error=False))
+        if durable:
+            execute(pipe, self.durability.command())
+        replies = pipe.execute(raise_on_error=False)
+        if not durable:
+            return P.parse_pipeline(cmds, replies)
+        return finish_durable(  # type: ignore[no-any-return]
+            self.durability,
+            lambda rs: P.parse_pipeline(cmds, rs),
+            [replies[:-1], replies[-1]],
+        )
 
 
 def _one_client(queues: Sequence[Any]) -> Any:

@@ -12,6 +12,8 @@ from redis.exceptions import ResponseError
 
 from .. import protocol as P
 from ..connection import check_block_timeout
+from ..durability import WAITAOF_MISSING, Durability, check_durable_client, is_write
+from ..durability import finish as finish_durable
 from ..errors import OrcaError, map_error
 from ..keys import Config
 from ..protocol import execute
@@ -24,19 +26,67 @@ T = TypeVar("T")
 class Queue:
     """An Orca queue reached through a ``redis.asyncio.Redis`` client (RESP2 or RESP3)."""
 
-    def __init__(self, client: redis.asyncio.Redis, name: str) -> None:
+    def __init__(
+        self,
+        client: redis.asyncio.Redis,
+        name: str,
+        *,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 1000,
+        wait_aof: bool = False,
+    ) -> None:
         self.client = client
         self.name = name
+        self.durability = Durability(wait_replicas, wait_timeout_ms, wait_aof)
+        self._waitaof_checked = False
+        check_durable_client(client, self.durability)
 
     def __repr__(self) -> str:
         return f"aio.Queue({self.name!r})"
 
+    def with_wait(
+        self,
+        wait_replicas: int | None = None,
+        *,
+        wait_timeout_ms: int | None = None,
+        wait_aof: bool | None = None,
+    ) -> Queue:
+        """See :meth:`orca_queue.Queue.with_wait`."""
+        d = self.durability
+        return Queue(
+            self.client,
+            self.name,
+            wait_replicas=d.replicas if wait_replicas is None else wait_replicas,
+            wait_timeout_ms=d.timeout_ms if wait_timeout_ms is None else wait_timeout_ms,
+            wait_aof=d.aof if wait_aof is None else wait_aof,
+        )
+
     async def _run(self, cmd: P.Command[T]) -> T:
+        if self.durability.on and is_write(cmd.args):
+            replies = await self._durable_pipeline([cmd])
+            value: T = finish_durable(self.durability, cmd.parse, [replies[0], replies[1]])
+            return value
         try:
             reply = await execute(self.client, cmd.args, cmd.options)
         except ResponseError as e:
             raise map_error(e) from None
         return cmd.parse(reply)
+
+    async def _durable_pipeline(self, cmds: builtins.list[P.Command[Any]]) -> builtins.list[Any]:
+        """The writes and one WAIT (WAITAOF) after them, in one round trip on one connection."""
+        if self.durability.aof and not self._waitaof_checked:
+            try:
+                await execute(self.client, ("WAITAOF", 0, 0, 0))
+            except ResponseError as e:
+                if "unknown command" in str(e).lower():
+                    raise ValueError(WAITAOF_MISSING) from None
+                raise
+            self._waitaof_checked = True
+        async with self.client.pipeline(transaction=False) as pipe:
+            for c in cmds:
+                execute(pipe, c.args, c.options)
+            execute(pipe, self.durability.command())
+            return list(await pipe.execute(raise_on_error=False))
 
     async def enqueue(self, config: Config, *, now: int | None = None) -> Job:
         """ORCA.ENQUEUE (see :meth:`orca_queue.Queue.enqueue`)."""
@@ -45,6 +95,14 @@ class Queue:
     async def enqueue_many(self, configs: Iterable[Config]) -> builtins.list[Job | OrcaError]:
         """ORCA.ENQUEUE of many configs in one pipeline; each entry the reply or its error."""
         cmds = [P.enqueue(self.name, c) for c in configs]
+        if self.durability.on and cmds:
+            replies = await self._durable_pipeline(cmds)
+            result: builtins.list[Job | OrcaError] = finish_durable(
+                self.durability,
+                lambda rs: P.parse_pipeline(cmds, rs),
+                [replies[:-1], replies[-1]],
+            )
+            return result
         async with self.client.pipeline(transaction=False) as pipe:
             for c in cmds:
                 execute(pipe, c.args, c.options)

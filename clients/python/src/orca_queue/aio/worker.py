@@ -24,9 +24,9 @@ from redis.exceptions import ConnectionError, RedisError, ResponseError, Timeout
 
 from .. import protocol as P
 from ..connection import async_blocking_client
-from ..errors import map_error
+from ..errors import LeaseLostError, map_error
 from ..protocol import execute
-from ..runtime import FINISH_WAIT_S, Running, WorkerBase
+from ..runtime import FINISH_WAIT_S, Running, WorkerBase, is_connection_error
 from ..types import Job
 from .queue import Queue
 
@@ -202,10 +202,40 @@ class Worker(WorkerBase):
         self._after_hand_back(cmds, replies)
 
     async def _pipeline(self, cmds: Sequence[P.Command[Any]]) -> list[Any]:
+        """``cmds`` in one round trip (and their WAIT, when the worker waits for replicas)."""
+        wait = self._wait_args(cmds)
         async with self.client.pipeline(transaction=False) as pipe:
             for c in cmds:
                 execute(pipe, c.args, c.options)
-            return list(await pipe.execute(raise_on_error=False))
+            if wait is not None:
+                execute(pipe, wait)
+            replies = list(await pipe.execute(raise_on_error=False))
+        if wait is not None:
+            self._waited(replies.pop(), cmds)
+        return replies
+
+    async def _call(self, cmd: P.Command[T]) -> T:
+        """One command on the shared client (with its WAIT when the worker waits)."""
+        if not self.durability.on:
+            return await self._run(self.client, cmd)
+        (reply,) = await self._pipeline([cmd])
+        if isinstance(reply, ResponseError):
+            raise map_error(reply)
+        return cmd.parse(reply)
+
+    async def _confirm(self, jobs: list[Job]) -> list[Job]:
+        """See :meth:`orca_queue.Worker._confirm`."""
+        if not jobs or not self.durability.on:
+            return jobs
+        replies = await self._pipeline([self.strategy.extend(j) for j in jobs])
+        kept = []
+        for job, reply in zip(jobs, replies, strict=True):
+            err = map_error(reply) if isinstance(reply, ResponseError) else None
+            if isinstance(err, LeaseLostError):
+                self.log.warning("job %s: lease lost before it started (%s)", job.key, err)
+            else:
+                kept.append(job)
+        return kept
 
     # -- fetching -----------------------------------------------------------------------
     async def _run(self, client: redis.asyncio.Redis, cmd: P.Command[T]) -> T:
@@ -218,7 +248,7 @@ class Worker(WorkerBase):
     async def _fetch(self, free: int) -> list[Job]:
         jobs: list[Job] = []
         while len(jobs) < free:
-            got: list[Job] = await self._run(self.client, self.strategy.quick(free - len(jobs)))
+            got: list[Job] = await self._call(self.strategy.quick(free - len(jobs)))
             jobs.extend(got)
             # A short MPOP that brought jobs may leave some in the next queues.
             if not got or not self.strategy.several:
@@ -229,7 +259,7 @@ class Worker(WorkerBase):
             self._blocker = async_blocking_client(self.client, self.strategy.block_ms)
         if self._blocker_id is None:
             self._blocker_id = int(await self._blocker.client_id())
-        return await self._run(self._blocker, self.strategy.blocking(free))
+        return await self._confirm(await self._run(self._blocker, self.strategy.blocking(free)))
 
     async def _fetch_loop(self) -> None:
         backoff = 0.1
@@ -287,7 +317,7 @@ class Worker(WorkerBase):
 
     async def _execute(self, cmds: list[P.Command[Any]]) -> list[Any]:
         """One command, or several pipelined: each parsed reply or its Orca error."""
-        if len(cmds) == 1:
+        if len(cmds) == 1 and not self.durability.on:
             try:
                 return [await self._run(self.client, cmds[0])]
             except ResponseError as e:
@@ -301,6 +331,20 @@ class Worker(WorkerBase):
         except (RedisError, OSError) as e:
             return [e]
 
+    async def _finish_execute(
+        self, r: Running, cmds: list[P.Command[Any]], error: BaseException | None
+    ) -> list[Any]:
+        """See :meth:`orca_queue.Worker._finish_execute`: re-sent after a connection error
+        while the lease may be held; a lost lease is final."""
+        replies = await self._try_execute(cmds)
+        pause = 0.05
+        while is_connection_error(replies[0]) and time.monotonic() + pause < self._lease_end(r):
+            self._retrying(r.job, "ack" if error is None else "nack", replies[0], pause)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 1.0)
+            replies = await self._try_execute(cmds)
+        return replies
+
     async def _finish(self, r: Running, value: Any, error: BaseException | None) -> Running | None:
         job = r.job
         claimed = not r.finished
@@ -311,11 +355,11 @@ class Worker(WorkerBase):
                 return None
             take_next = not self._stopping
             cmds, error = self._finish_commands(job, value, error, take_next)
-            replies = await self._try_execute(cmds)
+            replies = await self._finish_execute(r, cmds, error)
             refused = self._refused_result(job, error, cmds, replies, take_next)
             if refused is not None:
                 nack, error = refused
-                again = await self._try_execute(nack)
+                again = await self._finish_execute(r, nack, error)
                 replies = [again[0], *replies[1:], *again[1:]]
             leased = self._after_finish(job, value, error, replies)
             if not leased:
