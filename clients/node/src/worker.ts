@@ -12,11 +12,13 @@ import { EventEmitter } from "node:events";
 import type Redis from "ioredis";
 
 import { blockingConnection, commandConnection } from "./connection";
+import type { Durability } from "./durability";
 import { LeaseLostError, JobCancelledError, ResultTooLargeError, mapError } from "./errors";
 import { encodeResult } from "./keys";
 import type * as P from "./protocol";
 import { Queue, run } from "./queue";
 import { FetchStrategy } from "./strategy";
+import { WorkerWriter } from "./writer";
 import type { Job, NackOutcome } from "./types";
 
 export type Handler = (job: Job) => unknown;
@@ -93,7 +95,16 @@ export class Worker extends EventEmitter {
   readonly leaseMs: number;
   readonly graceMs: number;
   readonly heartbeatMs: number;
-  readonly counts = { completed: 0, failed: 0, lost: 0, handedBack: 0 };
+  readonly counts: {
+    completed: number;
+    failed: number;
+    lost: number;
+    handedBack: number;
+    unconfirmed?: number;
+  } = { completed: 0, failed: 0, lost: 0, handedBack: 0 };
+  /** How the worker's writes wait for replicas: its first Queue's (see `durability.ts`). */
+  readonly durability: Durability;
+  private readonly writer: WorkerWriter;
   private readonly log: Logger;
   private readonly conn: Redis;
   private readonly blocker: Redis;
@@ -169,8 +180,11 @@ export class Worker extends EventEmitter {
       },
     );
     this.log = opts.logger ?? defaultLogger;
+    this.durability = first.durability;
+    if (this.durability.on) this.counts.unconfirmed = 0;
     const client = first.client as Redis;
     this.conn = commandConnection(client);
+    this.writer = new WorkerWriter(this.conn, this.durability, this.strategy, this.log, this.counts);
     this.blocker = blockingConnection(client);
     this.conn.on("error", (e: Error) => this.log.warn(`worker connection: ${e.message}`));
     this.blocker.on("error", (e: Error) => this.log.warn(`worker blocking connection: ${e.message}`));
@@ -251,7 +265,7 @@ export class Worker extends EventEmitter {
   private async quick(n: number): Promise<Job[]> {
     const jobs: Job[] = [];
     while (jobs.length < n) {
-      const got = await run(this.conn, this.strategy.quick(n - jobs.length));
+      const got = await this.writer.exec(this.strategy.quick(n - jobs.length));
       jobs.push(...got);
       // A short pop of one queue means it is empty; MPOP takes from one queue at a time, so a
       // short MPOP that brought jobs may leave some in the next queues.
@@ -268,7 +282,7 @@ export class Worker extends EventEmitter {
     const pop = async () => {
       this.blockerId ??= this.blocker.call("CLIENT", "ID").then(Number);
       await this.blockerId;
-      return run(this.blocker, this.strategy.blocking(avail));
+      return this.writer.confirm(await run(this.blocker, this.strategy.blocking(avail)));
     };
     pop().then(
       (jobs) => this.received(avail, jobs, true),
@@ -347,6 +361,7 @@ export class Worker extends EventEmitter {
     }
     r.finished = true;
     this.running.delete(r);
+    this.writer.leaseEnds.set(job, r.lastBeat + this.leaseMs);
     this.wakeClose?.();
     if (job.abandoned !== undefined) {
       this.schedulePump();
@@ -443,7 +458,11 @@ export class Worker extends EventEmitter {
   private async ackMany(done: Finishing[]): Promise<void> {
     let reply: P.MackReply;
     try {
-      reply = await run(this.conn, this.strategy.ackMany(done));
+      reply = await this.writer.resending(
+        done.map((d) => d.job),
+        "ack",
+        () => this.writer.exec(this.strategy.ackMany(done)),
+      );
     } catch (e) {
       if (this.byOne(e)) {
         for (const { job, value, result } of done) await this.settle(job, value, result, undefined, false);
@@ -481,7 +500,11 @@ export class Worker extends EventEmitter {
   private async ackManyThenNext(done: Finishing[]): Promise<void> {
     let reply: P.MackReply | undefined;
     try {
-      reply = await run(this.conn, this.strategy.ackManyNext(done, done.length));
+      reply = await this.writer.resending(
+        done.map((d) => d.job),
+        "ack",
+        () => this.writer.exec(this.strategy.ackManyNext(done, done.length)),
+      );
     } catch (e) {
       // Refused as a whole (a result too large, the connection): each job on its own, so one
       // oversized result fails only its job.
@@ -557,7 +580,7 @@ export class Worker extends EventEmitter {
   ): Promise<void> {
     if (failed) return this.fail(job, error);
     try {
-      await run(this.conn, this.strategy.ack(job, result));
+      await this.writer.resending([job], "ack", () => this.writer.exec(this.strategy.ack(job, result)));
     } catch (e) {
       // A result the server refuses as too large changed nothing: the delivery failed.
       if (e instanceof ResultTooLargeError) return this.fail(job, e);
@@ -572,7 +595,7 @@ export class Worker extends EventEmitter {
   private async fail(job: Job, error: unknown): Promise<void> {
     let outcome: NackOutcome;
     try {
-      outcome = await run(this.conn, this.strategy.nack(job));
+      outcome = await this.writer.resending([job], "nack", () => this.writer.exec(this.strategy.nack(job)));
     } catch (e) {
       this.finishFailed(job, e, "nack");
       return;
@@ -587,7 +610,9 @@ export class Worker extends EventEmitter {
   private async ackThenNext(job: Job, value: unknown, result: Buffer | string | undefined): Promise<void> {
     let next: Job | null | undefined;
     try {
-      next = await run(this.conn, this.strategy.ackNext(job, result));
+      next = await this.writer.resending([job], "ack", () =>
+        this.writer.exec(this.strategy.ackNext(job, result)),
+      );
       this.counts.completed++;
       this.emitSafe("completed", job, value);
     } catch (e) {
@@ -632,7 +657,7 @@ export class Worker extends EventEmitter {
     for (const r of this.running) {
       if (r.finished || r.job.abandoned !== undefined || now - r.lastBeat < this.heartbeatMs) continue;
       r.lastBeat = now; // one heartbeat in flight per job
-      run(this.conn, this.strategy.extend(r.job)).then(
+      this.writer.exec(this.strategy.extend(r.job)).then(
         () => undefined,
         (e: unknown) => {
           if (e instanceof LeaseLostError) this.lost(r.job, e);
