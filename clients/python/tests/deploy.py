@@ -155,3 +155,86 @@ class SentinelSet:
 def _sentinel_sees(s: Node, name: str, replicas: int) -> bool:
     state: Any = s.client().sentinel_master(name)
     return bool(state.get("num-other-sentinels") == 2 and state.get("num-slaves") == replicas)
+
+
+class ClusterSet:
+    """A Redis Cluster of ``masters`` masters with the module (no replicas), joined by
+    ``redis-cli --cluster create``; ``migrate(key, to)`` moves a key's slot to another node
+    (``CLUSTER SETSLOT ... IMPORTING/MIGRATING``, ``MIGRATE``, ``SETSLOT ... NODE``)."""
+
+    def __init__(self, masters: int = 3) -> None:
+        self.nodes = [
+            Node(
+                "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                "--cluster-port", str(free_port()), "--cluster-node-timeout", "5000",
+                "--appendonly", "no",
+            )
+            for _ in range(masters)
+        ]
+        out = subprocess.run(
+            [REDIS_CLI, "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
+             "--cluster-replicas", "0", "--cluster-yes"],
+            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False,
+        )
+        if out.returncode != 0 or "All 16384 slots covered" not in out.stdout:
+            self.close()
+            raise AssertionError(f"redis-cli --cluster create failed:\n{out.stdout}{out.stderr}")
+        self.wait_ok()
+
+    def wait_ok(self) -> None:
+        for n in self.nodes:
+            wait_until(f"cluster_state:ok on {n.port}", lambda n=n: self._ok(n))  # type: ignore[misc]
+
+    def _ok(self, n: Node) -> bool:
+        i: Any = n.client(decode_responses=True).cluster("INFO")
+        return bool(
+            i["cluster_state"] == "ok"
+            and int(i["cluster_known_nodes"]) == len(self.nodes)
+            and int(i["cluster_slots_ok"]) == 16384
+        )
+
+    @property
+    def startup(self) -> list[tuple[str, int]]:
+        return [("127.0.0.1", n.port) for n in self.nodes]
+
+    def owner(self, key: str) -> Node:
+        slot = int(self.nodes[0].client().cluster("KEYSLOT", key))
+        for n in self.nodes:
+            for start, end, *_ in _slot_ranges(n):
+                if start <= slot <= end:
+                    return n
+        raise AssertionError(f"no node serves slot {slot}")
+
+    def node_id(self, n: Node) -> str:
+        return str(n.client(decode_responses=True).cluster("MYID"))
+
+    def migrate(self, key: str, to: Node, pause_s: float = 0.0) -> None:
+        """Moves ``key``'s slot (and every key in it) from its owner to ``to``; ``pause_s``
+        between the MIGRATE and the final SETSLOT (the window in which clients get ASK)."""
+        src = self.owner(key)
+        s, d = src.client(decode_responses=True), to.client(decode_responses=True)
+        slot = int(s.cluster("KEYSLOT", key))
+        d.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", self.node_id(src))  # type: ignore[no-untyped-call]
+        s.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", self.node_id(to))  # type: ignore[no-untyped-call]
+        while True:
+            keys = s.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100)  # type: ignore[no-untyped-call]
+            if not keys:
+                break
+            s.execute_command("MIGRATE", "127.0.0.1", to.port, "", 0, 5000, "KEYS", *keys)  # type: ignore[no-untyped-call]
+        time.sleep(pause_s)
+        for n in [to, src, *(x for x in self.nodes if x not in (to, src))]:
+            n.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", self.node_id(to))  # type: ignore[no-untyped-call]
+        self.wait_ok()
+
+    def close(self) -> None:
+        for n in self.nodes:
+            n.close()
+
+
+def _slot_ranges(n: Node) -> list[list[Any]]:
+    ranges: list[list[Any]] = []
+    for entry in n.client().execute_command("CLUSTER", "SLOTS"):  # type: ignore[no-untyped-call]
+        start, end, primary = int(entry[0]), int(entry[1]), entry[2]
+        if int(primary[1]) == n.port:
+            ranges.append([start, end])
+    return ranges

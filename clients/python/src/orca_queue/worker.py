@@ -34,6 +34,7 @@ from .errors import LeaseLostError, map_error
 from .protocol import execute
 from .queue import Queue
 from .runtime import FINISH_WAIT_S, Running, WorkerBase, is_connection_error
+from .shards import ShardBlockers, is_cluster
 from .types import Job
 
 T = TypeVar("T")
@@ -64,6 +65,13 @@ class Worker(WorkerBase):
         self._blocker: Optional[redis.Redis] = None
         self._blocker_id: Optional[int] = None
         self._started = False
+        # On a Redis Cluster: the queues by hash slot, each group with its blocking connection.
+        self._groups = [self.strategy]
+        self._shards: Optional[ShardBlockers] = None
+        if is_cluster(self.client):
+            cluster: Any = self.client
+            self._groups = self.strategy.by_slot(cluster.keyslot)
+            self._shards = ShardBlockers(self.client, self._groups, self._run, self.log)
 
     # -- control ------------------------------------------------------------------------
     def stop(self, *, now: bool = False) -> None:
@@ -177,10 +185,15 @@ class Worker(WorkerBase):
         beat.join(2)
         if self._blocker is not None:
             self._blocker.close()
+        if self._shards is not None:
+            self._shards.close()
         self.log.info("worker stopped: %s", self.counts)
 
     def _unblock(self) -> None:
         """Wake the fetcher's blocking pop (it then sees the stop)."""
+        if self._shards is not None:
+            self._shards.unblock()
+            return
         if self._blocker_id is None:
             return
         try:
@@ -263,14 +276,20 @@ class Worker(WorkerBase):
 
     def _fetch(self, free: int) -> list[Job]:
         jobs: list[Job] = []
-        while len(jobs) < free:
-            got: list[Job] = self._call(self.strategy.quick(free - len(jobs)))
-            jobs.extend(got)
-            # A short pop of one queue means it is empty; MPOP takes from one queue at a
-            # time, so a short MPOP that brought jobs may leave others in the next queues.
-            if not got or not self.strategy.several:
-                break
+        for group in self._groups:  # one, unless on a cluster with queues in several slots
+            while len(jobs) < free:
+                got: list[Job] = self._call(group.quick(free - len(jobs)))
+                jobs.extend(got)
+                # A short pop of one queue means it is empty; MPOP takes from one queue at a
+                # time, so a short MPOP that brought jobs may leave others in the next queues.
+                if not got or not group.several:
+                    break
         if jobs or self._stop.is_set():
+            return jobs
+        if self._shards is not None:
+            jobs = self._shards.pop(free)
+            extra, jobs = jobs[free:], self._confirm(jobs[:free])
+            self._hand_back(extra, "brought by pops on several shards at once, handed back")
             return jobs
         if self._blocker is None:
             self._blocker = blocking_client(self.client, self.strategy.block_ms)

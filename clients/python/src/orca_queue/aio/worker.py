@@ -27,6 +27,7 @@ from ..connection import async_blocking_client
 from ..errors import LeaseLostError, map_error
 from ..protocol import execute
 from ..runtime import FINISH_WAIT_S, Running, WorkerBase, is_connection_error
+from ..shards import is_cluster
 from ..types import Job
 from .queue import Queue
 
@@ -57,6 +58,12 @@ class Worker(WorkerBase):
 
     def _setup(self) -> None:
         self.client: redis.asyncio.Redis = self.queues[0].client
+        if is_cluster(self.client):
+            raise TypeError(
+                "the asyncio Worker does not run on a Redis Cluster client yet: use the thread "
+                "Worker (orca_queue.Worker on redis.RedisCluster), or one asyncio Worker per "
+                "shard on that node's client; orca_queue.aio.Queue works on a cluster"
+            )
         self._running: dict[tuple[str, str], tuple[Running, asyncio.Task[None]]] = {}
         self._stopping = False
         self._hurry = False
