@@ -6,6 +6,7 @@ two deliveries at once, and every queue checks out."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ def cluster() -> Iterator[ClusterSet]:
 
 
 def cluster_client(c: ClusterSet) -> redis.RedisCluster:
-    nodes = [redis.cluster.ClusterNode(h, p) for h, p in c.startup]
+    nodes = [redis.cluster.ClusterNode(h, p) for h, p in c.startup]  # type: ignore[no-untyped-call]
     return redis.RedisCluster(startup_nodes=nodes, socket_timeout=10)
 
 
@@ -127,7 +128,7 @@ def test_workers_drain_every_shard_through_a_slot_migration(cluster: ClusterSet)
     assert len(by_key) == total + 10
     for spans in by_key.values():
         spans.sort()
-        assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:], strict=False))
+        assert all(b[0] >= a[1] for a, b in itertools.pairwise(spans))
     for name in names:
         q = Queue(rc, name)
         st = q.stats()

@@ -21,6 +21,15 @@ from redis.retry import Retry
 TIMEOUT_MARGIN_S = 10.0
 
 
+def connection_kwargs(client: Any) -> Mapping[str, Any]:
+    """The connection settings of a client (a cluster client's: those of its nodes)."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        return dict(pool.connection_kwargs)
+    manager = getattr(client, "nodes_manager", None)
+    return dict(getattr(manager, "connection_kwargs", {}) or {})
+
+
 def check_block_timeout(connection_kwargs: Mapping[str, Any], block_ms: int) -> None:
     """Refuse a blocking pop on a connection whose read timeout could fire first."""
     timeout = connection_kwargs.get("socket_timeout")

@@ -10,7 +10,7 @@ import redis
 from redis.exceptions import ResponseError
 
 from . import protocol as P
-from .connection import check_block_timeout
+from .connection import check_block_timeout, connection_kwargs
 from .durability import WAITAOF_MISSING, Durability, check_durable_client, is_write
 from .durability import finish as finish_durable
 from .errors import OrcaError, map_error
@@ -25,21 +25,23 @@ Filter = Union[Mapping[str, str], tuple[str, str], None]
 class Queue:
     """An Orca queue (one Redis key of type ``orcaqueue``) reached through ``client``.
 
-    ``client`` is any ``redis.Redis`` (RESP2 or RESP3, ``decode_responses`` on or off).
+    ``client`` is any ``redis.Redis`` (RESP2 or RESP3, ``decode_responses`` on or off; a
+    ``Sentinel(...).master_for(...)`` client follows failovers) or a ``redis.RedisCluster``
+    (each command goes to the node that serves the queue's slot).
     Orca keys are the 44-character strings of :func:`orca_queue.orca_key`; a popped
     :class:`Job` can be passed wherever a key and a lease are needed.
     """
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: Union[redis.Redis, redis.RedisCluster],
         name: str,
         *,
         wait_replicas: int = 0,
         wait_timeout_ms: int = 1000,
         wait_aof: bool = False,
     ) -> None:
-        self.client = client
+        self.client: Any = client  # redis.Redis, or redis.RedisCluster
         self.name = name
         self.durability = Durability(wait_replicas, wait_timeout_ms, wait_aof)
         self._waitaof_checked = False
@@ -272,7 +274,7 @@ class Queue:
         ``block_ms`` the client's socket timeout must be above it (see
         :func:`orca_queue.blocking_client`); :class:`Worker` does all of this for you."""
         if block_ms is not None:
-            check_block_timeout(self.client.connection_pool.connection_kwargs, block_ms)
+            check_block_timeout(connection_kwargs(self.client), block_ms)
         return self._run(P.pop(self.name, lease_ms, block_ms))
 
     def pop_many(
@@ -280,7 +282,7 @@ class Queue:
     ) -> builtins.list[Job]:
         """ORCA.POP ... COUNT n: up to ``count`` jobs (empty list if none)."""
         if block_ms is not None:
-            check_block_timeout(self.client.connection_pool.connection_kwargs, block_ms)
+            check_block_timeout(connection_kwargs(self.client), block_ms)
         return self._run(P.pop_many(self.name, count, lease_ms, block_ms))
 
     def ack(
@@ -422,7 +424,7 @@ def mpop(
     In a Redis Cluster every queue must be in one slot (hash tags: ``{course}:q1``)."""
     client = _one_client(queues)
     if block_ms is not None:
-        check_block_timeout(client.connection_pool.connection_kwargs, block_ms)
+        check_block_timeout(connection_kwargs(client), block_ms)
     return queues[0]._run(P.mpop([q.name for q in queues], lease_ms, block_ms))
 
 
@@ -436,5 +438,5 @@ def mpop_many(
     """ORCA.MPOP ... COUNT n: up to ``count`` jobs, all from the first queue that has any."""
     client = _one_client(queues)
     if block_ms is not None:
-        check_block_timeout(client.connection_pool.connection_kwargs, block_ms)
+        check_block_timeout(connection_kwargs(client), block_ms)
     return queues[0]._run(P.mpop_many([q.name for q in queues], count, lease_ms, block_ms))

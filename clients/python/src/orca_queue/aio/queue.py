@@ -11,7 +11,7 @@ import redis.asyncio
 from redis.exceptions import ResponseError
 
 from .. import protocol as P
-from ..connection import check_block_timeout
+from ..connection import check_block_timeout, connection_kwargs
 from ..durability import WAITAOF_MISSING, Durability, check_durable_client, is_write
 from ..durability import finish as finish_durable
 from ..errors import OrcaError, map_error
@@ -28,14 +28,14 @@ class Queue:
 
     def __init__(
         self,
-        client: redis.asyncio.Redis,
+        client: redis.asyncio.Redis | redis.asyncio.RedisCluster,
         name: str,
         *,
         wait_replicas: int = 0,
         wait_timeout_ms: int = 1000,
         wait_aof: bool = False,
     ) -> None:
-        self.client = client
+        self.client: Any = client  # redis.asyncio.Redis, or redis.asyncio.RedisCluster
         self.name = name
         self.durability = Durability(wait_replicas, wait_timeout_ms, wait_aof)
         self._waitaof_checked = False
@@ -236,14 +236,14 @@ class Queue:
     async def pop(self, *, lease_ms: int | None = None, block_ms: int | None = None) -> Job | None:
         """ORCA.POP; with ``block_ms`` the client's socket timeout must be above it."""
         if block_ms is not None:
-            check_block_timeout(self.client.connection_pool.connection_kwargs, block_ms)
+            check_block_timeout(connection_kwargs(self.client), block_ms)
         return await self._run(P.pop(self.name, lease_ms, block_ms))
 
     async def pop_many(
         self, count: int, *, lease_ms: int | None = None, block_ms: int | None = None
     ) -> builtins.list[Job]:
         if block_ms is not None:
-            check_block_timeout(self.client.connection_pool.connection_kwargs, block_ms)
+            check_block_timeout(connection_kwargs(self.client), block_ms)
         return await self._run(P.pop_many(self.name, count, lease_ms, block_ms))
 
     async def ack(
@@ -332,7 +332,7 @@ async def mpop(
     """ORCA.MPOP (see :func:`orca_queue.mpop`)."""
     client = _one_client(queues)
     if block_ms is not None:
-        check_block_timeout(client.connection_pool.connection_kwargs, block_ms)
+        check_block_timeout(connection_kwargs(client), block_ms)
     return await queues[0]._run(P.mpop([q.name for q in queues], lease_ms, block_ms))
 
 
@@ -342,5 +342,5 @@ async def mpop_many(
     """ORCA.MPOP ... COUNT n (see :func:`orca_queue.mpop_many`)."""
     client = _one_client(queues)
     if block_ms is not None:
-        check_block_timeout(client.connection_pool.connection_kwargs, block_ms)
+        check_block_timeout(connection_kwargs(client), block_ms)
     return await queues[0]._run(P.mpop_many([q.name for q in queues], count, lease_ms, block_ms))
