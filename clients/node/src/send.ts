@@ -4,10 +4,9 @@
  * ioredis is a peer dependency: this package never builds a command with a copy of ioredis of
  * its own (a `Command` of another copy lacks what the user's client calls on it: ioredis 6 calls
  * `command.setReplyContext`, which a 5.x `Command` has not). Every command is made by the
- * client's own `Command` class (`Redis.Command`, reached through the client's constructor; for
- * a Cluster, through one of its node connections) and given to the client's `sendCommand`; a
- * client whose class cannot be found this way gets the command through its public
- * `call`/`callBuffer`.
+ * `Command` class of the ioredis that made the client (see `commandClass`) and given to the
+ * client's `sendCommand`; a client whose class cannot be found (a bundled ioredis) gets the
+ * command through its public `call`/`callBuffer`.
  *
  * On a plain connection the socket is corked at the first command and uncorked on
  * `process.nextTick`, so all commands issued from one callback and the promise reactions it sets
@@ -53,19 +52,31 @@ export function isCluster(client: object): client is Cluster {
   );
 }
 
-const classes = new WeakMap<object, CommandClass>();
+const classes = new WeakMap<object, CommandClass | null>();
 
-/** The client's own `Command` class, or undefined if it cannot be found (yet). */
-function commandClass(client: RedisClient): CommandClass | undefined {
+/**
+ * The `Command` class of the ioredis copy that made `client`: the static `Command` of the
+ * client's class when it has one (a subclass may declare its own), else the one exported by the
+ * loaded ioredis module whose `Redis` or `Cluster` made it (ioredis's classes mix EventEmitter
+ * into their prototype, `constructor` included, so an instance does not lead to its class).
+ * Null when neither is found (a bundled ioredis): the client's own `call` is used then.
+ */
+function commandClass(client: RedisClient): CommandClass | null {
   const known = classes.get(client);
-  if (known) return known;
-  let found = (client.constructor as { Command?: CommandClass }).Command;
-  if (typeof found !== "function" && isCluster(client)) {
-    // A Cluster class has no static Command; its node connections are the same copy's Redis.
-    const node = client.nodes("all")[0];
-    found = node && (node.constructor as { Command?: CommandClass }).Command;
-  }
-  if (typeof found !== "function") return undefined;
+  if (known !== undefined) return known;
+  let found: CommandClass | null = null;
+  const own = (client.constructor as { Command?: CommandClass }).Command;
+  if (typeof own === "function") found = own;
+  else
+    for (const m of Object.values(require.cache)) {
+      const ex = m?.exports as { Redis?: unknown; Cluster?: unknown; Command?: unknown } | undefined;
+      if (!ex || typeof ex.Command !== "function") continue;
+      const made = [ex.Redis, ex.Cluster].some((c) => typeof c === "function" && client instanceof c);
+      if (made) {
+        found = ex.Command as CommandClass;
+        break;
+      }
+    }
   classes.set(client, found);
   return found;
 }
@@ -99,16 +110,18 @@ function cork(client: RedisClient): void {
 export function sendRaw(client: RedisClient, args: P.Arg[], buffers = false): Promise<unknown> {
   const [name, ...rest] = args as [string, ...P.Arg[]];
   const Command = commandClass(client);
-  if (Command === undefined) {
+  const cluster = isCluster(client);
+  if (!cluster) cork(client);
+  if (Command === null) {
     const c = client as unknown as Caller;
     return buffers ? c.callBuffer(name, ...rest) : c.call(name, ...rest);
   }
   const command = new Command(name, rest, { replyEncoding: buffers ? null : "utf8" });
-  if (isCluster(client)) {
+  if (cluster) {
     const key = keyOf(args);
     if (key !== undefined)
       (command as { slot?: number }).slot = calculateSlot(typeof key === "number" ? String(key) : key);
-  } else cork(client);
+  }
   (client as unknown as Sender).sendCommand(command);
   return command.promise;
 }

@@ -13,12 +13,15 @@ import type Redis from "ioredis";
 
 import { blockingConnection, commandConnection } from "./connection";
 import type { Durability } from "./durability";
-import { LeaseLostError, JobCancelledError, ResultTooLargeError, mapError } from "./errors";
+import calculateSlot from "cluster-key-slot";
+import { LeaseLostError, JobCancelledError, OrcaError, ResultTooLargeError } from "./errors";
 import { encodeResult } from "./keys";
 import type * as P from "./protocol";
 import { Queue, run } from "./queue";
 import { FetchStrategy } from "./strategy";
 import { WorkerWriter } from "./writer";
+import { ClusterBlockers } from "./shards";
+import { isCluster, type RedisClient } from "./send";
 import type { Job, NackOutcome } from "./types";
 
 export type Handler = (job: Job) => unknown;
@@ -106,8 +109,10 @@ export class Worker extends EventEmitter {
   readonly durability: Durability;
   private readonly writer: WorkerWriter;
   private readonly log: Logger;
-  private readonly conn: Redis;
-  private readonly blocker: Redis;
+  private readonly conn: RedisClient;
+  private readonly blocker: Redis | undefined; // one server (Sentinel too): the blocking connection
+  private readonly shards: ClusterBlockers | undefined; // a Cluster: one per slot group
+  private readonly groups: FetchStrategy[]; // the queues by hash slot (one group off a Cluster)
   private blockerId: Promise<number> | undefined; // CLIENT ID of the blocking connection
   private readonly running = new Set<Running>();
   private pending = 0; // acks, nacks and hand-backs in flight
@@ -150,8 +155,8 @@ export class Worker extends EventEmitter {
     }
     if (new Set(this.queues.map((q) => q.name)).size !== this.queues.length)
       throw new RangeError("a queue is named twice");
-    if (!("duplicate" in first.client) || "nodes" in first.client)
-      throw new TypeError("a Worker needs an ioredis Redis client (not a Cluster)");
+    if (!("duplicate" in first.client))
+      throw new TypeError("a Worker needs an ioredis Redis or Cluster client");
     this.concurrency = opts.concurrency ?? 1;
     this.leaseMs = opts.leaseMs ?? 300_000;
     this.graceMs = opts.graceMs ?? 30_000;
@@ -182,17 +187,24 @@ export class Worker extends EventEmitter {
     this.log = opts.logger ?? defaultLogger;
     this.durability = first.durability;
     if (this.durability.on) this.counts.unconfirmed = 0;
-    const client = first.client as Redis;
+    const client = first.client;
     this.conn = commandConnection(client);
     this.writer = new WorkerWriter(this.conn, this.durability, this.strategy, this.log, this.counts);
-    this.blocker = blockingConnection(client);
     this.conn.on("error", (e: Error) => this.log.warn(`worker connection: ${e.message}`));
-    this.blocker.on("error", (e: Error) => this.log.warn(`worker blocking connection: ${e.message}`));
-    // A reconnected blocking connection has another CLIENT ID: forget the old one when the
-    // connection goes (not when one becomes ready: the first CLIENT ID may be asked, and
-    // answered, before the first "ready" event, and forgetting it then left close() unable to
-    // wake the blocking pop). A CLIENT ID asked after the loss runs on the next connection.
-    this.blocker.on("close", () => (this.blockerId = undefined));
+    if (isCluster(client)) {
+      // One MPOP takes keys of one slot: pops go group by group; blocking ones in shards.ts.
+      this.groups = this.strategy.bySlot(calculateSlot);
+      this.shards = new ClusterBlockers(client, this.groups, this.log);
+    } else {
+      this.groups = [this.strategy];
+      const blocker = (this.blocker = blockingConnection(client));
+      blocker.on("error", (e: Error) => this.log.warn(`worker blocking connection: ${e.message}`));
+      // A reconnected blocking connection has another CLIENT ID: forget the old one when the
+      // connection goes (not when one becomes ready: the first CLIENT ID may be asked, and
+      // answered, before the first "ready" event, and forgetting it then left close() unable
+      // to wake the blocking pop). A CLIENT ID asked after the loss runs on the next connection.
+      blocker.on("close", () => (this.blockerId = undefined));
+    }
     if (opts.handleSignals ?? true) {
       this.onSignal = () => {
         if (this.closing) {
@@ -264,12 +276,14 @@ export class Worker extends EventEmitter {
 
   private async quick(n: number): Promise<Job[]> {
     const jobs: Job[] = [];
-    while (jobs.length < n) {
-      const got = await this.writer.exec(this.strategy.quick(n - jobs.length));
-      jobs.push(...got);
-      // A short pop of one queue means it is empty; MPOP takes from one queue at a time, so a
-      // short MPOP that brought jobs may leave some in the next queues.
-      if (got.length === 0 || !this.strategy.several) break;
+    for (const group of this.groups) {
+      while (jobs.length < n) {
+        const got = await this.writer.exec(group.quick(n - jobs.length));
+        jobs.push(...got);
+        // A short pop of one queue means it is empty; MPOP takes from one queue at a time, so a
+        // short MPOP that brought jobs may leave some in the next queues.
+        if (got.length === 0 || !group.several) break;
+      }
     }
     return jobs;
   }
@@ -280,9 +294,17 @@ export class Worker extends EventEmitter {
     this.blocking = true;
     this.reserved += avail;
     const pop = async () => {
-      this.blockerId ??= this.blocker.call("CLIENT", "ID").then(Number);
+      if (this.shards) {
+        const jobs = await this.shards.pop(avail);
+        this.track(
+          this.handBack(jobs.slice(avail), "brought by pops on several shards at once, handed back"),
+        );
+        return this.writer.confirm(jobs.slice(0, avail));
+      }
+      const blocker = this.blocker!;
+      this.blockerId ??= blocker.call("CLIENT", "ID").then(Number);
       await this.blockerId;
-      return this.writer.confirm(await run(this.blocker, this.strategy.blocking(avail)));
+      return this.writer.confirm(await run(blocker, this.strategy.blocking(avail)));
     };
     pop().then(
       (jobs) => this.received(avail, jobs, true),
@@ -726,7 +748,8 @@ export class Worker extends EventEmitter {
       process.off("SIGTERM", this.onSignal);
       process.off("SIGINT", this.onSignal);
     }
-    this.blocker.disconnect();
+    this.blocker?.disconnect();
+    this.shards?.close();
     await this.conn.quit().catch(() => this.conn.disconnect());
     this.log.info(`worker stopped: ${JSON.stringify(this.counts)}`);
     this.emitSafe("closed");
@@ -734,6 +757,7 @@ export class Worker extends EventEmitter {
 
   /** CLIENT UNBLOCK of the blocking connection: whether it unblocked a command. */
   private async unblock(): Promise<boolean> {
+    if (this.shards) return this.shards.unblock().then(() => true);
     if (this.blockerId === undefined) return false;
     try {
       // Still being asked for (the first blocking pop): wait for it rather than a poll period.
@@ -749,19 +773,17 @@ export class Worker extends EventEmitter {
     for (const job of jobs) this.lost(job, reason);
     this.counts.handedBack += jobs.length;
     const cmds: P.Command<unknown>[] = jobs.flatMap((j) => this.strategy.handBack(j));
-    const pipe = this.conn.pipeline();
-    for (const c of cmds) pipe.call(...(c.args as [string, ...P.Arg[]]));
-    try {
-      const replies = (await pipe.exec()) ?? [];
-      replies.forEach(([err], i) => {
-        if (err)
-          this.log.warn(`${String(cmds[i]!.args[0])} ${String(cmds[i]!.args[1])}: ${String(mapError(err))}`);
-      });
-    } catch (e) {
+    // Issued in one turn on one connection (per node, on a Cluster): one write, in order.
+    const replies = await Promise.allSettled(cmds.map((c) => run(this.conn, c)));
+    const lost = replies.find((r) => r.status === "rejected" && !(r.reason instanceof OrcaError));
+    if (lost?.status === "rejected")
       this.log.error(
-        `could not hand back ${jobs.length} jobs (${String(e)}): their leases will expire and they come back`,
+        `could not hand back ${jobs.length} jobs (${String(lost.reason)}): their leases will expire and they come back`,
       );
-    }
+    replies.forEach((r, i) => {
+      if (r.status === "rejected" && r.reason instanceof OrcaError)
+        this.log.warn(`${String(cmds[i]!.args[0])} ${String(cmds[i]!.args[1])}: ${String(r.reason)}`);
+    });
   }
 
   // -- events -----------------------------------------------------------------------------

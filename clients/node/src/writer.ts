@@ -4,12 +4,11 @@
  * blocking pop brought are confirmed before they run; a finish that failed on a connection
  * error is re-sent while its lease may still be held.
  */
-import type { Redis } from "ioredis";
 
 import { isWrite, type Durability } from "./durability";
 import { LeaseLostError, OrcaError } from "./errors";
 import type * as P from "./protocol";
-import { send as run } from "./send";
+import { send as run, type RedisClient } from "./send";
 import type { FetchStrategy } from "./strategy";
 import type { Job } from "./types";
 import type { Logger } from "./worker";
@@ -34,7 +33,7 @@ export class WorkerWriter {
   readonly leaseEnds = new WeakMap<Job, number>();
 
   constructor(
-    private readonly conn: Redis,
+    private readonly conn: RedisClient,
     private readonly durability: Durability,
     private readonly strategy: FetchStrategy,
     private readonly log: Logger,

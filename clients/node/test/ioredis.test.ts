@@ -56,6 +56,34 @@ describe(`the user's ioredis (${version})`, () => {
     }
   });
 
+  it("sends through sendCommand with its Command class, not through call()", async () => {
+    const client = ctx.server.client();
+    const viaCall: unknown[] = [];
+    const sent: unknown[] = [];
+    const c = client as unknown as Record<string, (...a: unknown[]) => unknown>;
+    for (const m of ["call", "callBuffer"]) {
+      const original = c[m]!.bind(client);
+      c[m] = (...a: unknown[]) => {
+        viaCall.push(a[0]);
+        return original(...a);
+      };
+    }
+    const original = client.sendCommand.bind(client);
+    client.sendCommand = (cmd, ...rest) => {
+      sent.push(cmd);
+      return original(cmd, ...rest);
+    };
+    try {
+      const q = new Queue(client, qname());
+      await q.enqueue(cfg("b"));
+      assert.equal(await q.len(), 1);
+      assert.deepEqual(viaCall, []);
+      assert.ok(sent.length >= 2 && sent.every((x) => x instanceof Redis.Command));
+    } finally {
+      client.disconnect();
+    }
+  });
+
   it("runs a Worker on it", async () => {
     const q = new Queue(ctx.r, qname());
     for (let i = 0; i < 20; i++) await q.enqueue(cfg(`w${i}`));
