@@ -1,13 +1,17 @@
 /**
- * A Redis Cluster for the tests: `masters` servers with the module and `--cluster-enabled yes`
+ * Deployments for the tests. A Redis Cluster: `masters` servers with the module and `--cluster-enabled yes`
  * on free 127.0.0.1 ports, joined by `redis-cli --cluster create`; `migrate(key, to)` moves a
  * key's slot to another node (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE) with a pause
- * in which clients meet ASK. Every server is killed by its pid in `close()`.
+ * in which clients meet ASK. A master with replicas under three Sentinels. Every server is
+ * killed by its pid in `close()`.
  */
-import { execFile } from "node:child_process";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { promisify } from "node:util";
 import calculateSlot from "cluster-key-slot";
-import { Cluster } from "ioredis";
+import Redis, { Cluster } from "ioredis";
 
 import { Server, freePort, waitFor } from "./server";
 
@@ -132,5 +136,107 @@ export class ClusterSet {
 
   close(): void {
     for (const n of this.nodes) n.stop();
+  }
+}
+
+const REDIS_SERVER = process.env.REDIS_SERVER ?? "redis-server";
+
+/** A Sentinel (`redis-server <conf> --sentinel`) on a free port, in a directory of its own. */
+class SentinelNode {
+  private constructor(
+    readonly port: number,
+    readonly dir: string,
+    private readonly proc: ChildProcess,
+  ) {}
+
+  static async start(conf: string): Promise<SentinelNode> {
+    const port = await freePort();
+    const dir = mkdtempSync(join(tmpdir(), "orca-node-sentinel-"));
+    writeFileSync(join(dir, "sentinel.conf"), conf);
+    const proc = spawn(
+      REDIS_SERVER,
+      [join(dir, "sentinel.conf"), "--sentinel", "--port", String(port), "--bind", "127.0.0.1", "--dir", dir],
+      { stdio: "ignore" },
+    );
+    const node = new SentinelNode(port, dir, proc);
+    await waitFor(async () => {
+      const c = new Redis({ port, host: "127.0.0.1", lazyConnect: true, retryStrategy: () => null });
+      c.on("error", () => {});
+      try {
+        await c.connect();
+        return (await c.call("PING")) === "PONG";
+      } catch {
+        return false;
+      } finally {
+        c.disconnect();
+      }
+    });
+    return node;
+  }
+
+  stop(): void {
+    if (this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill("SIGKILL");
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** One master, `replicas` replicas and three Sentinels watching it as `name`. */
+export class SentinelSet {
+  private constructor(
+    readonly name: string,
+    readonly master: Server,
+    readonly replicas: Server[],
+    private readonly sentinels: SentinelNode[],
+  ) {}
+
+  static async start(name = "orca", replicas = 2): Promise<SentinelSet> {
+    const master = await Server.start("--repl-diskless-sync-delay", "0");
+    const reps: Server[] = [];
+    for (let i = 0; i < replicas; i++) {
+      const r = await Server.start("--replicaof", "127.0.0.1", String(master.port));
+      const c = r.client();
+      await waitFor(async () => /master_link_status:up/.test(await c.info("replication")), 30_000);
+      c.disconnect();
+      reps.push(r);
+    }
+    const conf =
+      `sentinel monitor ${name} 127.0.0.1 ${master.port} 2\n` +
+      `sentinel down-after-milliseconds ${name} 1000\n` +
+      `sentinel failover-timeout ${name} 10000\n`;
+    const sentinels = [
+      await SentinelNode.start(conf),
+      await SentinelNode.start(conf),
+      await SentinelNode.start(conf),
+    ];
+    const set = new SentinelSet(name, master, reps, sentinels);
+    for (const s of sentinels) {
+      const c = new Redis({ port: s.port, host: "127.0.0.1" });
+      await waitFor(async () => {
+        const info = String(await c.call("INFO", "sentinel"));
+        return info.includes(`slaves=${replicas},sentinels=3`);
+      }, 30_000);
+      c.disconnect();
+    }
+    return set;
+  }
+
+  get sentinelAddresses(): { host: string; port: number }[] {
+    return this.sentinels.map((s) => ({ host: "127.0.0.1", port: s.port }));
+  }
+
+  /** The port Sentinel names as the master now. */
+  async masterPort(): Promise<number> {
+    const c = new Redis({ port: this.sentinels[0]!.port, host: "127.0.0.1" });
+    try {
+      const [, port] = (await c.call("SENTINEL", "GET-MASTER-ADDR-BY-NAME", this.name)) as [string, string];
+      return Number(port);
+    } finally {
+      c.disconnect();
+    }
+  }
+
+  close(): void {
+    for (const s of this.sentinels) s.stop();
+    for (const n of [this.master, ...this.replicas]) n.stop();
   }
 }
