@@ -8,7 +8,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build run test test-module test-valkey test-redis74 valkey-deps lint \
 	bench bench-core clean dashboard test-dashboard test-python test-node python-deps \
-	node-deps bench-clients test-node-ioredis6
+	node-deps bench-clients test-node-ioredis6 test-python-redis5
 
 all: build
 
@@ -162,10 +162,26 @@ $(PY_VENV)/.installed: clients/python/pyproject.toml
 	touch $@
 
 # Lint (ruff, mypy --strict) and the pytest suite of the Python client and its
-# example (about a minute: includes the chaos test with worker processes).
+# example on the newest redis-py the declared range allows (about two and a half minutes:
+# includes the chaos tests with worker processes and under Sentinel, a Redis Cluster, and
+# the sdist/wheel built and installed into a fresh venv); then the oldest redis-py of the
+# range on a focused part of it.
 test-python: build python-deps
 	cd clients/python && .venv/bin/ruff check . ../../examples/python && .venv/bin/mypy
 	cd clients/python && .venv/bin/pytest -q tests ../../examples/python
+	$(MAKE) --no-print-directory test-python-redis5
+
+# redis-py 5.0.1, the oldest of the declared range (redis>=5.0.1,<9), in a venv of its own:
+# Queue, Worker (threads and asyncio), durable writes and Cluster. About 45 s.
+PY_REDIS5_VENV := clients/python/.venv-redis5
+PY_REDIS5_TESTS := tests/test_queue.py tests/test_worker.py tests/test_aio.py tests/test_durable.py \
+	tests/test_cluster.py
+test-python-redis5: build python-deps
+	@[ -f $(PY_REDIS5_VENV)/.installed ] || { python3 -m venv $(PY_REDIS5_VENV) && \
+	  $(PY_REDIS5_VENV)/bin/pip install -q --disable-pip-version-check -e 'clients/python[dev]' \
+	    'redis==5.0.1' && touch $(PY_REDIS5_VENV)/.installed; }
+	cd clients/python && .venv-redis5/bin/python -c 'import redis; print("redis-py", redis.__version__)' && \
+	  .venv-redis5/bin/pytest -q $(PY_REDIS5_TESTS)
 
 # The client's npm packages, and the client built (build/, which the
 # examples and benches/clients import as the `orca-queue` package).
