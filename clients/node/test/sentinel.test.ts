@@ -84,6 +84,7 @@ describe("under Sentinel", () => {
     console.log(
       `# sentinel failover: ${acked.size} acknowledged enqueues, producer back after ${recoveredAt - killedAt} ms`,
     );
-    assert.ok(acked.size > 100);
+    // Enqueues were acknowledged before the kill (the worker had done 50) and after it.
+    assert.ok(recoveredAt > killedAt && acked.size > 50);
   });
 });
