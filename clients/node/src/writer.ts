@@ -16,14 +16,21 @@ import type { Logger } from "./worker";
 /** A finish is re-sent until this long before its lease would end. */
 const RETRY_MARGIN_MS = 250;
 
-/** A connection lost or closed (the command may or may not have run), not an error reply. */
+/** Errors that are answers or bugs, never a lost connection. */
+const NOT_CONNECTION = new Set([
+  "ReplyError",
+  "NotReplicatedError",
+  "TypeError",
+  "RangeError",
+  "SyntaxError",
+]);
+
+/**
+ * A connection lost or closed (the command may or may not have run: ioredis's "Connection is
+ * closed.", MaxRetriesPerRequestError, a refused connect), not an error reply or a bug.
+ */
 export function isConnectionError(e: unknown): boolean {
-  return (
-    e instanceof Error &&
-    !(e instanceof OrcaError) &&
-    e.name !== "ReplyError" &&
-    e.name !== "NotReplicatedError"
-  );
+  return e instanceof Error && !(e instanceof OrcaError) && !NOT_CONNECTION.has(e.name);
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
