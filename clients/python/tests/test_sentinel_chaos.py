@@ -215,7 +215,8 @@ def test_sentinel_failover_loses_no_acknowledged_write() -> None:
         q = Queue(new.client(), NAME)
         data = summary(rec, q, extra)
         report("durable (wait_replicas=1)", data)
-        assert len(rec.enqueued) > 300, data
+        # Work before and after the kill (counts depend on the machine's load).
+        assert len(rec.enqueued) > 50 and rec.first_ok_after_kill > rec.kill_at, data
         assert lost_enqueues(rec, q) == [], data
         assert rerun_after_ack(rec) == [], data
         assert overlaps(rec) == [], data
