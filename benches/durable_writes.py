@@ -4,7 +4,8 @@ has WAITAOF (Redis 7.2+, Valkey), with wait_aof=True (WAITAOF 1 1; master and re
 appendonly yes, appendfsync everysec and always). Not part of `make test`.
 
     clients/python/.venv/bin/python benches/durable_writes.py          # redis-server on PATH
-    REDIS_SERVER=<valkey-server> REDIS_CLI=<valkey-cli> clients/python/.venv/bin/python benches/durable_writes.py
+    REDIS_SERVER=<valkey-server> REDIS_CLI=<valkey-cli> \
+        clients/python/.venv/bin/python benches/durable_writes.py
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "clients", "python", "tests"))
 
-from deploy import Node, replica_of  # noqa: E402
+from deploy import Node, replica_of
 
-from orca_queue import Queue  # noqa: E402
+from orca_queue import Queue
 
 N = 1000
 
@@ -35,7 +36,8 @@ def rate(q: Queue, n: int = N) -> str:
 
 
 def main() -> None:
-    print(f"server: {os.environ.get('REDIS_SERVER', 'redis-server')}; sequential enqueues, one client")
+    server = os.environ.get("REDIS_SERVER", "redis-server")
+    print(f"server: {server}; sequential enqueues, one client")
     for fsync in ("everysec", "always"):
         aof = ("--appendonly", "yes", "--appendfsync", fsync)
         m = Node("--repl-diskless-sync-delay", "0", *aof)
@@ -48,7 +50,8 @@ def main() -> None:
                 ("wait_aof=True (master's AOF only)", {"wait_aof": True}),
                 ("wait_aof=True, wait_replicas=1", {"wait_aof": True, "wait_replicas": 1}),
             ):
-                q = Queue(c, f"bench-{fsync}-{label}", wait_timeout_ms=5000, **kw)  # type: ignore[arg-type]
+                name = f"bench-{fsync}-{label}"
+                q = Queue(c, name, wait_timeout_ms=5000, **kw)  # type: ignore[arg-type]
                 # WAITAOF may wait for the replica's next ACK: up to a second per write.
                 n = 20 if "replicas=1" in label and "aof" in label else N
                 print(f"appendfsync {fsync:8} {label:34} {rate(q, n)}")
