@@ -6,6 +6,7 @@ two deliveries at once, and every queue checks out."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 import time
@@ -14,9 +15,10 @@ from typing import Any
 
 import pytest
 import redis
+import redis.asyncio
 from deploy import ClusterSet, wait_until
 
-from orca_queue import Job, Queue, Worker, mpop
+from orca_queue import Job, Queue, Worker, aio, mpop
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +136,57 @@ def test_workers_drain_every_shard_through_a_slot_migration(cluster: ClusterSet)
         st = q.stats()
         assert st.queued == st.leased == st.delayed == st.dead == 0, (name, st)
         q.check()
+
+
+async def test_an_asyncio_worker_drains_every_shard_through_a_slot_migration(
+    cluster: ClusterSet,
+) -> None:
+    nodes = [redis.asyncio.cluster.ClusterNode(h, p) for h, p in cluster.startup]
+    client = redis.asyncio.RedisCluster(startup_nodes=nodes, socket_timeout=10)
+    rc = cluster_client(cluster)
+    names = spread_names(cluster, "adrain")
+    per_queue = 20
+    for name in names:
+        Queue(rc, name).enqueue_many([{"key": f"{name}-{i}"} for i in range(per_queue)])
+    runs: list[tuple[str, float, float]] = []
+
+    async def handler(job: Job) -> dict[str, Any]:
+        start = time.monotonic()
+        await asyncio.sleep(0.005)
+        runs.append((job.key, start, time.monotonic()))
+        return {"queue": job.queue}
+
+    worker = aio.Worker(
+        [aio.Queue(client, n) for n in names],
+        handler,
+        concurrency=4,
+        lease_ms=10_000,
+        block_ms=1000,
+        handle_signals=False,
+    )
+    task = asyncio.create_task(worker.run())
+    total = per_queue * len(names)
+    try:
+        while len(runs) < total // 3:
+            await asyncio.sleep(0.02)
+        moved = names[1]
+        src = cluster.owner(moved)
+        await asyncio.to_thread(
+            cluster.migrate, moved, next(n for n in cluster.nodes if n is not src), 0.5
+        )
+        deadline = time.monotonic() + 120
+        while worker.counts["completed"] < total and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        # Idle now: blocked on every shard; a job on the moved queue wakes it.
+        Queue(rc, moved).enqueue({"key": "late"})
+        while worker.counts["completed"] < total + 1 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+    finally:
+        await worker.close()
+        await task
+        await client.aclose()
+    assert worker.counts["completed"] == total + 1
+    assert len({k for k, _, _ in runs}) == total + 1
+    for name in names:
+        st = Queue(rc, name).stats()
+        assert st.queued == st.leased == st.delayed == 0, (name, st)

@@ -30,6 +30,7 @@ from ..runtime import FINISH_WAIT_S, Running, WorkerBase, is_connection_error
 from ..shards import is_cluster
 from ..types import Job
 from .queue import Queue
+from .shards import AsyncShardBlockers
 
 T = TypeVar("T")
 
@@ -58,12 +59,6 @@ class Worker(WorkerBase):
 
     def _setup(self) -> None:
         self.client: redis.asyncio.Redis = self.queues[0].client
-        if is_cluster(self.client):
-            raise TypeError(
-                "the asyncio Worker does not run on a Redis Cluster client yet: use the thread "
-                "Worker (orca_queue.Worker on redis.RedisCluster), or one asyncio Worker per "
-                "shard on that node's client; orca_queue.aio.Queue works on a cluster"
-            )
         self._running: dict[tuple[str, str], tuple[Running, asyncio.Task[None]]] = {}
         self._stopping = False
         self._hurry = False
@@ -73,6 +68,13 @@ class Worker(WorkerBase):
         self._blocker_id: int | None = None
         self._started = False
         self._closed = False
+        # On a Redis Cluster: the queues by hash slot, each group with its blocking connection.
+        self._groups = [self.strategy]
+        self._shards: AsyncShardBlockers | None = None
+        if is_cluster(self.client):
+            cluster: Any = self.client
+            self._groups = self.strategy.by_slot(cluster.keyslot)
+            self._shards = AsyncShardBlockers(cluster, self._groups, self._run, self.log)
 
     # -- control ------------------------------------------------------------------------
     def stop(self, *, now: bool = False) -> None:
@@ -176,6 +178,8 @@ class Worker(WorkerBase):
         await asyncio.gather(beat, *(t for _, t in leftovers), return_exceptions=True)
         if self._blocker is not None:
             await self._blocker.aclose()
+        if self._shards is not None:
+            await self._shards.close()
         self.log.info("worker stopped: %s", self.counts)
 
     async def _wait_changed(self, timeout: float) -> None:
@@ -185,6 +189,9 @@ class Worker(WorkerBase):
             await asyncio.wait_for(self._changed.wait(), max(timeout, 0))
 
     async def _unblock(self) -> None:
+        if self._shards is not None:
+            await self._shards.unblock()
+            return
         if self._blocker_id is None:
             return
         try:
@@ -254,13 +261,19 @@ class Worker(WorkerBase):
 
     async def _fetch(self, free: int) -> list[Job]:
         jobs: list[Job] = []
-        while len(jobs) < free:
-            got: list[Job] = await self._call(self.strategy.quick(free - len(jobs)))
-            jobs.extend(got)
-            # A short MPOP that brought jobs may leave some in the next queues.
-            if not got or not self.strategy.several:
-                break
+        for group in self._groups:  # one, unless on a cluster with queues in several slots
+            while len(jobs) < free:
+                got: list[Job] = await self._call(group.quick(free - len(jobs)))
+                jobs.extend(got)
+                # A short MPOP that brought jobs may leave some in the next queues.
+                if not got or not group.several:
+                    break
         if jobs or self._stopping:
+            return jobs
+        if self._shards is not None:
+            jobs = await self._shards.pop(free)
+            extra, jobs = jobs[free:], await self._confirm(jobs[:free])
+            await self._hand_back(extra, "brought by pops on several shards at once, handed back")
             return jobs
         if self._blocker is None:
             self._blocker = async_blocking_client(self.client, self.strategy.block_ms)
