@@ -223,8 +223,6 @@ test-node-ioredis6: build node-deps
 	  rm -rf build && cp -r ../../build build && \
 	  node --test $(NODE_IOREDIS6_TESTS); \
 	fi
-	cd examples/node && npm ci --no-audit --no-fund && npx tsc -p tsconfig.json
-	cd examples/node && node --test build/examples/node/producer.test.js
 
 # The full job cycle against BullMQ 5 (part of `make bench`, never of `make
 # test`): writes benches/clients/results.md and results.json. About two minutes
