@@ -8,7 +8,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build run test test-module test-valkey test-redis74 valkey-deps lint \
 	bench bench-core clean dashboard test-dashboard test-python test-node python-deps \
-	node-deps bench-clients
+	node-deps bench-clients test-node-ioredis6 test-python-redis5
 
 all: build
 
@@ -162,10 +162,26 @@ $(PY_VENV)/.installed: clients/python/pyproject.toml
 	touch $@
 
 # Lint (ruff, mypy --strict) and the pytest suite of the Python client and its
-# example (about a minute: includes the chaos test with worker processes).
+# example on the newest redis-py the declared range allows (about two and a half minutes:
+# includes the chaos tests with worker processes and under Sentinel, a Redis Cluster, and
+# the sdist/wheel built and installed into a fresh venv); then the oldest redis-py of the
+# range on a focused part of it.
 test-python: build python-deps
 	cd clients/python && .venv/bin/ruff check . ../../examples/python && .venv/bin/mypy
 	cd clients/python && .venv/bin/pytest -q tests ../../examples/python
+	$(MAKE) --no-print-directory test-python-redis5
+
+# redis-py 5.0.1, the oldest of the declared range (redis>=5.0.1,<9), in a venv of its own:
+# Queue, Worker (threads and asyncio), durable writes and Cluster. About 45 s.
+PY_REDIS5_VENV := clients/python/.venv-redis5
+PY_REDIS5_TESTS := tests/test_queue.py tests/test_worker.py tests/test_aio.py tests/test_durable.py \
+	tests/test_cluster.py
+test-python-redis5: build python-deps
+	@[ -f $(PY_REDIS5_VENV)/.installed ] || { python3 -m venv $(PY_REDIS5_VENV) && \
+	  $(PY_REDIS5_VENV)/bin/pip install -q --disable-pip-version-check -e 'clients/python[dev]' \
+	    'redis==5.0.1' && touch $(PY_REDIS5_VENV)/.installed; }
+	cd clients/python && .venv-redis5/bin/python -c 'import redis; print("redis-py", redis.__version__)' && \
+	  .venv-redis5/bin/pytest -q $(PY_REDIS5_TESTS)
 
 # The client's npm packages, and the client built (build/, which the
 # examples and benches/clients import as the `orca-queue` package).
@@ -183,12 +199,30 @@ clients/node/node_modules/.installed: clients/node/package-lock.json
 # Type-check and build (tsc --strict), lint (eslint, prettier), then node's
 # test runner on the client and on the producer example.
 NODE_TESTS := $(addprefix build/test/,queue.test.js policies.test.js next.test.js format.test.js \
-	worker.test.js worker-next.test.js signals.test.js chaos.test.js)
+	worker.test.js worker-next.test.js signals.test.js chaos.test.js ioredis.test.js durable.test.js \
+	cluster.test.js sentinel.test.js package.test.js)
+# ioredis is a peer dependency (^5.4.0 || ^6.0.0): the suite runs on the dev install's ioredis 5,
+# then a focused part again on a second install with ioredis 6 (clients/node/compat/ioredis6, the
+# built tests copied there resolve its ioredis): every Queue command, the user's own Command
+# class, a Worker, durable writes with an ACK across a restart, a Cluster with a slot migration.
+# About 40 s (more on a loaded machine).
+NODE_IOREDIS6_TESTS := $(addprefix build/test/,queue.test.js format.test.js ioredis.test.js \
+	durable.test.js cluster.test.js)
 test-node: build node-deps
 	cd clients/node && npx tsc -p tsconfig.json && npx eslint . && npx prettier --check .
 	cd clients/node && node --test $(NODE_TESTS)
+	$(MAKE) --no-print-directory test-node-ioredis6
 	cd examples/node && npm ci --no-audit --no-fund && npx tsc -p tsconfig.json
 	cd examples/node && node --test build/examples/node/producer.test.js
+
+test-node-ioredis6: build node-deps
+	@if node -e 'process.exit(Number(process.versions.node.split(".")[0]) < 20 ? 0 : 1)'; then \
+	  echo "test-node-ioredis6: skipped (ioredis 6 needs Node 20+, found $$(node --version))"; \
+	else \
+	  cd clients/node/compat/ioredis6 && npm ci --no-audit --no-fund && \
+	  rm -rf build && cp -r ../../build build && \
+	  node --test $(NODE_IOREDIS6_TESTS); \
+	fi
 
 # The full job cycle against BullMQ 5 (part of `make bench`, never of `make
 # test`): writes benches/clients/results.md and results.json. About two minutes

@@ -110,3 +110,24 @@ export function mapError(err: unknown): unknown {
   if (FOREIGN.some((p) => text.startsWith(p))) return err;
   return new InvalidArgumentError(text, reply);
 }
+
+/**
+ * A durable write (a Queue with `waitReplicas` / `waitAof`) was applied by the master, but fewer
+ * replicas than asked confirmed it (`WAIT` / `WAITAOF`) within `waitTimeoutMs`. The write is not
+ * undone: it holds on the master and may still reach the replicas, or be lost if the master
+ * fails first. `value` is what the write resolved to; `replicas` how many confirmed; `wanted`
+ * how many were asked for; `local` whether the master's own AOF fsync was confirmed (WAITAOF;
+ * undefined for WAIT).
+ */
+export class NotReplicatedError extends Error {
+  constructor(
+    message: string,
+    readonly value: unknown,
+    readonly replicas: number,
+    readonly wanted: number,
+    readonly local: boolean | undefined,
+  ) {
+    super(message);
+    this.name = "NotReplicatedError";
+  }
+}

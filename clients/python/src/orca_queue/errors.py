@@ -9,9 +9,9 @@ without the ``ERR`` prefix (redis-py strips it).
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Any, Optional
 
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 
 class JobFailed(Exception):
@@ -99,6 +99,22 @@ class InvalidArgumentError(OrcaError):
 class ResultTooLargeError(InvalidArgumentError):
     """ORCA.ACK refused its ``RESULT``: over ``orca.max-payload-bytes``. Nothing changed (the
     lease is still held); a worker NACKs the delivery as failed with this error."""
+
+
+class NotReplicatedError(RedisError):
+    """A durable write (a :class:`~orca_queue.Queue` with ``wait_replicas`` / ``wait_aof``) was
+    applied by the master, but fewer replicas than asked confirmed it (``WAIT`` / ``WAITAOF``)
+    within ``wait_timeout_ms``. The write is not undone: it holds on the master and may still
+    reach the replicas, or be lost if the master fails before they have it. ``value`` is what
+    the write returned (its parsed reply), ``replicas`` how many replicas confirmed, ``wanted``
+    how many were asked for, ``local`` whether the master's own AOF fsync was confirmed
+    (``WAITAOF``; ``None`` for ``WAIT``)."""
+
+    def __init__(
+        self, message: str, value: Any, replicas: int, wanted: int, local: Optional[bool]
+    ) -> None:
+        super().__init__(message)
+        self.value, self.replicas, self.wanted, self.local = value, replicas, wanted, local
 
 
 # (server text prefix, class), first match wins. "ERR " is already stripped by redis-py.
