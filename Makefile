@@ -106,7 +106,7 @@ test-dashboard: build
 # Lua scripts and the client-side lock protocol, at queue depths up to 1M, and
 # writes docs/benchmarks.md and docs/bench-depth.svg; then the full job cycle
 # against BullMQ (bench-clients) and the Workers against their peers
-# (bench-workers). 20-30 minutes on 2 cores, ~2 GB RAM.
+# (bench-workers). 35-45 minutes on 2 cores, ~2 GB RAM.
 bench: build
 	@command -v python3 >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends python3; }
@@ -206,8 +206,9 @@ bench-clients: build node-deps
 # side by side on one server: drain of a full queue, latency enqueue -> handler
 # start at 1k/5k/20k jobs/s, the deadline rush (100k jobs from 2,000 students),
 # commands per job at a trickle. Writes benches/clients/workers.md and
-# workers.json (benches/clients/README.md). About 15 minutes on 2 cores
-# (drain ~4, latency ~6, rush ~4, trickle ~1); one section at a time with
+# workers.json (benches/clients/README.md). About 25 minutes on this 2-core
+# machine with other builds running (load average 10-15: drain ~10, latency
+# ~10, rush ~5, trickle ~1; less when it is idle); one section at a time with
 # BENCH_SECTIONS=drain (or latency, rush, trickle), a smoke run with
 # BENCH_ARGS=--quick (results under /tmp/orca-bench-workers).
 BENCH_VENV := benches/clients/py/.venv
