@@ -152,3 +152,23 @@ def test_other_errors_are_not_mistaken_for_a_refusal(r: redis.Redis, qname: str)
         q.pop_many(0)
     q.enqueue(cfg("a"))
     assert q.pop_many(1)[0].config["key"] == "a"  # still values, still works
+
+
+def test_a_values_delivery_is_told_from_a_map_by_its_first_item() -> None:
+    values: list[Any] = [1, 1, b"user.7", 10, 20, 0, b"K", b"12", 3, b"{}", 15]
+    job = delivery(values, "q")
+    assert (job.key, job.lease, job.collation, job.nonce, job.queue) == (
+        "K",
+        "12",
+        "user.7",
+        3,
+        "q",
+    )
+    assert delivery([None, *values[1:]], "q").attempt is None  # a nil first value is values too
+    mapped: list[Any] = ["attempt", 1, "attempts", 1, "key", "K"]
+    assert delivery(mapped, "q").key == "K"  # RESP2 field/value pairs (decoded names)
+    assert delivery({b"key": b"K", b"attempts": 1}, "q").key == "K"  # RESP3 map
+    assert delivery([*values, b"q2"], None, True).queue == "q2"  # MPOP: the 12th value
+    assert delivery([*values, b"later"], "q").queue == "q"  # values added later are ignored
+    with pytest.raises(ValueError, match="12 values"):
+        delivery(values, None, True)

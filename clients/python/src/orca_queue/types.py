@@ -157,8 +157,9 @@ _VALUES = 11
 
 def _from_values(v: list[Any], queue: Optional[str], mpop: bool) -> Job:
     """A ``FORMAT VALUES`` delivery, read by position (no field names to match)."""
-    if len(v) < (_VALUES + 1 if mpop else _VALUES):
-        raise ValueError(f"a FORMAT VALUES delivery has {_VALUES} values, got {len(v)}")
+    want = _VALUES + 1 if mpop else _VALUES
+    if len(v) < want:
+        raise ValueError(f"a FORMAT VALUES delivery has {want} values, got {len(v)}")
     attempt, attempts, collation, created_at, deadline, immediate, key, lease, nonce = v[:9]
     payload, release_at = v[9], v[10]
     job = Job(
@@ -182,9 +183,10 @@ def _from_values(v: list[Any], queue: Optional[str], mpop: bool) -> Job:
 
 def delivery(reply: Any, queue: Optional[str] = None, mpop: bool = False) -> Job:
     """One job handed out by POP/MPOP/ACK ... NEXT/NACK ... NEXT/MACK ... NEXT: its values
-    (``FORMAT VALUES``: an array whose first item, ``attempt``, is an integer) or its map (a
-    server that does not know ``FORMAT``). ``mpop``: the 12th value names the queue."""
-    if type(reply) is list and reply and type(reply[0]) is int:
+    (``FORMAT VALUES``: an array whose first item is ``attempt``, a number) or its map (a
+    server that does not know ``FORMAT``: a RESP3 map, or a RESP2 array whose first item is
+    the name ``attempt``). ``mpop``: the 12th value names the queue."""
+    if type(reply) is list and reply and not isinstance(reply[0], (bytes, str)):
         return _from_values(reply, queue, mpop)
     return Job.from_reply(reply, queue)
 
