@@ -8,7 +8,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build run test test-module test-valkey test-redis74 valkey-deps lint \
 	bench bench-core clean dashboard test-dashboard test-python test-node python-deps \
-	node-deps bench-clients test-node-ioredis6 test-python-redis5
+	node-deps bench-clients test-node-ioredis6 test-python-redis5 bench-workers
 
 all: build
 
@@ -105,12 +105,14 @@ test-dashboard: build
 # module, measures it against Redis's own SET/LPUSH/ZADD, the seed-000 queue as
 # Lua scripts and the client-side lock protocol, at queue depths up to 1M, and
 # writes docs/benchmarks.md and docs/bench-depth.svg; then the full job cycle
-# against BullMQ (bench-clients). 7-13 minutes, ~2 GB RAM.
+# against BullMQ (bench-clients) and the Workers against their peers
+# (bench-workers). 35-45 minutes on 2 cores, ~2 GB RAM.
 bench: build
 	@command -v python3 >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends python3; }
 	python3 benches/run.py
 	$(MAKE) --no-print-directory bench-clients
+	$(MAKE) --no-print-directory bench-workers
 
 # The criterion benches of the pure core (no Redis), separately from `bench`.
 bench-core: build
@@ -231,3 +233,29 @@ bench-clients: build node-deps
 	cd clients/node && npx tsc -p tsconfig.json
 	cd benches/clients && npm ci --no-audit --no-fund
 	node benches/clients/bench.js
+
+# The Workers (part of `make bench`, never of `make test`): clients/python's
+# asyncio and thread Workers against the Python peers (Dramatiq, taskiq, Celery,
+# RQ, from PyPI into a venv of the bench's own) and the Node Worker and BullMQ,
+# side by side on one server: drain of a full queue, latency enqueue -> handler
+# start at 1k/5k/20k jobs/s, the deadline rush (100k jobs from 2,000 students),
+# commands per job at a trickle. Writes benches/clients/workers.md and
+# workers.json (benches/clients/README.md). About 25 minutes on this 2-core
+# machine with other builds running (load average 10-15: drain ~10, latency
+# ~10, rush ~5, trickle ~1; less when it is idle); one section at a time with
+# BENCH_SECTIONS=drain (or latency, rush, trickle), a smoke run with
+# BENCH_ARGS=--quick (results under /tmp/orca-bench-workers).
+BENCH_VENV := benches/clients/py/.venv
+BENCH_SECTIONS ?= drain,latency,rush,trickle
+BENCH_ARGS ?=
+bench-workers: build node-deps $(BENCH_VENV)/.installed
+	cd benches/clients && npm ci --no-audit --no-fund
+	$(BENCH_VENV)/bin/python benches/clients/py/run.py --sections $(BENCH_SECTIONS) $(BENCH_ARGS)
+$(BENCH_VENV)/.installed: benches/clients/py/requirements.txt clients/python/pyproject.toml
+	@command -v python3 >/dev/null && python3 -c 'import ensurepip, venv' 2>/dev/null || { \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  $(SUDO) apt-get install -y -qq --no-install-recommends python3 python3-venv; }
+	python3 -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install -q --disable-pip-version-check \
+	  -r benches/clients/py/requirements.txt -e clients/python
+	touch $@
