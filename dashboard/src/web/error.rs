@@ -38,6 +38,7 @@ impl AppError {
             AppError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::Orca(OrcaError::Unavailable(_)) => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Orca(OrcaError::NoPerm(_)) => StatusCode::FORBIDDEN,
+            AppError::Orca(OrcaError::Refused(r)) if r.no_such_job() => StatusCode::NOT_FOUND,
             AppError::Orca(OrcaError::Refused(_)) => StatusCode::CONFLICT,
             AppError::Orca(OrcaError::Protocol(_)) => StatusCode::BAD_GATEWAY,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
