@@ -89,9 +89,10 @@ dashboard: build
 # with the module, the orca-dashboard binary and headless Chromium through
 # chromedriver (Debian's chromium and chromium-driver, installed only when
 # missing), all on free 127.0.0.1 ports: about half a minute once built.
-# Screenshots of every page: target/dashboard-screenshots/.
+# Screenshots of every page: target/dashboard-screenshots/. Then the error
+# codes the dashboard reads, against Valkey 8 (a second).
 BROWSER_PACKAGES := chromium chromium-driver
-test-dashboard: build
+test-dashboard: build valkey-deps
 	@missing=""; for p in $(BROWSER_PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -100,6 +101,9 @@ test-dashboard: build
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 	cargo test --release -p orca-dashboard
+	bin="$$($(VALKEY_BIN_SH))" && REDIS_SERVER="$$bin/valkey-server" \
+	  cargo test --release -p orca-dashboard --test fixes -- \
+	  listings_stay_within_the_servers_limit module_refusals_are_told_by_their_code
 
 # Benchmarks (never part of `make test`): starts its own redis-server with the
 # module, measures it against Redis's own SET/LPUSH/ZADD, the seed-000 queue as
@@ -162,10 +166,13 @@ $(PY_VENV)/.installed: clients/python/pyproject.toml
 	touch $@
 
 # Lint (ruff, mypy --strict) and the pytest suite of the Python client and its
-# example (about a minute: includes the chaos test with worker processes).
-test-python: build python-deps
+# example (about a minute: includes the chaos test with worker processes); then
+# the error-code tests again against Valkey 8 (a few seconds).
+test-python: build python-deps valkey-deps
 	cd clients/python && .venv/bin/ruff check . ../../examples/python && .venv/bin/mypy
 	cd clients/python && .venv/bin/pytest -q tests ../../examples/python
+	bin="$$($(VALKEY_BIN_SH))" && cd clients/python && \
+	  REDIS_SERVER="$$bin/valkey-server" .venv/bin/pytest -q tests/test_errors.py
 
 # The client's npm packages, and the client built (build/, which the
 # examples and benches/clients import as the `orca-queue` package).
@@ -183,10 +190,12 @@ clients/node/node_modules/.installed: clients/node/package-lock.json
 # Type-check and build (tsc --strict), lint (eslint, prettier), then node's
 # test runner on the client and on the producer example.
 NODE_TESTS := $(addprefix build/test/,queue.test.js policies.test.js next.test.js format.test.js \
-	worker.test.js worker-next.test.js signals.test.js chaos.test.js)
-test-node: build node-deps
+	errors.test.js worker.test.js worker-next.test.js signals.test.js chaos.test.js)
+test-node: build node-deps valkey-deps
 	cd clients/node && npx tsc -p tsconfig.json && npx eslint . && npx prettier --check .
 	cd clients/node && node --test $(NODE_TESTS)
+	bin="$$($(VALKEY_BIN_SH))" && cd clients/node && \
+	  REDIS_SERVER="$$bin/valkey-server" node --test build/test/errors.test.js
 	cd examples/node && npm ci --no-audit --no-fund && npx tsc -p tsconfig.json
 	cd examples/node && node --test build/examples/node/producer.test.js
 
