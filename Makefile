@@ -89,9 +89,10 @@ dashboard: build
 # with the module, the orca-dashboard binary and headless Chromium through
 # chromedriver (Debian's chromium and chromium-driver, installed only when
 # missing), all on free 127.0.0.1 ports: about half a minute once built.
-# Screenshots of every page: target/dashboard-screenshots/.
+# Screenshots of every page: target/dashboard-screenshots/. Then the error
+# codes the dashboard reads, against Valkey 8 (a second).
 BROWSER_PACKAGES := chromium chromium-driver
-test-dashboard: build
+test-dashboard: build valkey-deps
 	@missing=""; for p in $(BROWSER_PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -100,6 +101,9 @@ test-dashboard: build
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 	cargo test --release -p orca-dashboard
+	bin="$$($(VALKEY_BIN_SH))" && REDIS_SERVER="$$bin/valkey-server" \
+	  cargo test --release -p orca-dashboard --test fixes -- \
+	  listings_stay_within_the_servers_limit module_refusals_are_told_by_their_code
 
 # Benchmarks (never part of `make test`): starts its own redis-server with the
 # module, measures it against Redis's own SET/LPUSH/ZADD, the seed-000 queue as
@@ -166,18 +170,20 @@ $(PY_VENV)/.installed: clients/python/pyproject.toml
 # Lint (ruff, mypy --strict) and the pytest suite of the Python client and its
 # example on the newest redis-py the declared range allows (about two and a half minutes:
 # includes the chaos tests with worker processes and under Sentinel, a Redis Cluster, and
-# the sdist/wheel built and installed into a fresh venv); then the oldest redis-py of the
-# range on a focused part of it.
-test-python: build python-deps
+# the sdist/wheel built and installed into a fresh venv); then the error-code tests again
+# against Valkey 8 (a few seconds); then the oldest redis-py of the range on a focused part.
+test-python: build python-deps valkey-deps
 	cd clients/python && .venv/bin/ruff check . ../../examples/python && .venv/bin/mypy
 	cd clients/python && .venv/bin/pytest -q tests ../../examples/python
+	bin="$$($(VALKEY_BIN_SH))" && cd clients/python && \
+	  REDIS_SERVER="$$bin/valkey-server" .venv/bin/pytest -q tests/test_errors.py
 	$(MAKE) --no-print-directory test-python-redis5
 
 # redis-py 5.0.1, the oldest of the declared range (redis>=5.0.1,<9), in a venv of its own:
 # Queue, Worker (threads and asyncio), durable writes and Cluster. About 45 s.
 PY_REDIS5_VENV := clients/python/.venv-redis5
 PY_REDIS5_TESTS := tests/test_queue.py tests/test_worker.py tests/test_aio.py tests/test_durable.py \
-	tests/test_cluster.py
+	tests/test_cluster.py tests/test_errors.py
 test-python-redis5: build python-deps
 	@[ -f $(PY_REDIS5_VENV)/.installed ] || { python3 -m venv $(PY_REDIS5_VENV) && \
 	  $(PY_REDIS5_VENV)/bin/pip install -q --disable-pip-version-check -e 'clients/python[dev]' \
@@ -201,18 +207,21 @@ clients/node/node_modules/.installed: clients/node/package-lock.json
 # Type-check and build (tsc --strict), lint (eslint, prettier), then node's
 # test runner on the client and on the producer example.
 NODE_TESTS := $(addprefix build/test/,queue.test.js policies.test.js next.test.js format.test.js \
-	worker.test.js worker-next.test.js signals.test.js chaos.test.js ioredis.test.js durable.test.js \
-	cluster.test.js sentinel.test.js package.test.js)
+	errors.test.js worker.test.js worker-next.test.js signals.test.js chaos.test.js ioredis.test.js \
+	durable.test.js cluster.test.js sentinel.test.js package.test.js)
 # ioredis is a peer dependency (^5.4.0 || ^6.0.0): the suite runs on the dev install's ioredis 5,
-# then a focused part again on a second install with ioredis 6 (clients/node/compat/ioredis6, the
-# built tests copied there resolve its ioredis): every Queue command, the user's own Command
-# class, a Worker, durable writes with an ACK across a restart, a Cluster with a slot migration.
-# About 40 s (more on a loaded machine).
-NODE_IOREDIS6_TESTS := $(addprefix build/test/,queue.test.js format.test.js ioredis.test.js \
-	durable.test.js cluster.test.js)
-test-node: build node-deps
+# then the error-code tests against Valkey 8, then a focused part again on a second install with
+# ioredis 6 (clients/node/compat/ioredis6, the built tests copied there resolve its ioredis):
+# every Queue command, the error codes, the user's own Command class, a Worker, durable writes
+# with an ACK across a restart, a Cluster with a slot migration. About 40 s (more on a loaded
+# machine).
+NODE_IOREDIS6_TESTS := $(addprefix build/test/,queue.test.js format.test.js errors.test.js \
+	ioredis.test.js durable.test.js cluster.test.js)
+test-node: build node-deps valkey-deps
 	cd clients/node && npx tsc -p tsconfig.json && npx eslint . && npx prettier --check .
 	cd clients/node && node --test $(NODE_TESTS)
+	bin="$$($(VALKEY_BIN_SH))" && cd clients/node && \
+	  REDIS_SERVER="$$bin/valkey-server" node --test build/test/errors.test.js
 	$(MAKE) --no-print-directory test-node-ioredis6
 	cd examples/node && npm ci --no-audit --no-fund && npx tsc -p tsconfig.json
 	cd examples/node && node --test build/examples/node/producer.test.js

@@ -8,7 +8,9 @@ use std::borrow::Cow;
 
 use redis_module::{Context, RedisError, RedisString};
 
-use super::access::{check_payload, core_err, job_key_arg, job_key_or, read_queue, write_queue};
+use super::access::{
+    check_payload, core_err, job_key_arg, job_key_or, read_queue, write_queue, Payload,
+};
 use super::args::{
     check_pins, err, format, from_master_or_aof, is_kw, max_attempts, page_limit, parse_int,
     parse_ms, Options,
@@ -125,7 +127,7 @@ pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let result = result_arg.map(|r| r.as_slice());
     if let Some(r) = result {
         if !from_master_or_aof(ctx) {
-            check_payload(r.len(), "result")?;
+            check_payload(r.len(), Payload::Result)?;
         }
     }
     let (key, token) = fenced(ctx, name, key_arg, token_arg)?;

@@ -308,7 +308,7 @@ export class Queue {
     const outcomes = items.map((_, n) => {
       const f = firstOf(n);
       if (f === n) return got.get(n) ?? null;
-      return got.get(f) ?? new LeaseLostError(LEASE_NOT_HELD, `ERR ${LEASE_NOT_HELD}`);
+      return got.get(f) ?? new LeaseLostError(LEASE_NOT_HELD, `NOLEASE ${LEASE_NOT_HELD}`, "NOLEASE");
     });
     return { outcomes, jobs };
   }

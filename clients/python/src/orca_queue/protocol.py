@@ -486,7 +486,8 @@ def mack_plan(
             if f == n:
                 outcomes.append(got[n])
             else:
-                outcomes.append(got[f] if got[f] is not None else LeaseLostError(LEASE_NOT_HELD))
+                lost = LeaseLostError(LEASE_NOT_HELD, "NOLEASE")
+                outcomes.append(got[f] if got[f] is not None else lost)
         last = replies[-1]
         return MackReply(outcomes, [] if isinstance(last, OrcaError) else last.jobs)
 
