@@ -1169,7 +1169,8 @@ def write_report(b, outdir, total_wall, commit):
     w("## How to run\n")
     w("```\nmake bench          # builds, installs what is missing (Debian 12), runs everything (6-12 min, ~2 GB RAM)\n"
       "python3 benches/run.py --quick   # smoke run with small sizes (output in a temp dir)\n"
-      "make bench-clients  # the full job cycle against BullMQ alone (make bench runs it last)\n"
+      "make bench-clients  # the full job cycle against BullMQ alone (make bench runs it after this page)\n"
+      "make bench-workers  # the Python and Node Workers against their peers alone (make bench runs it last)\n"
       "make bench-core     # separately: the criterion benches of the pure core (no Redis)\n"
       "cargo bench --bench clientside   # the bench client alone: client-side protocol vs module\n```\n")
     w("`make bench` depends on `build` and is never part of `make test`. It starts its own "
@@ -1177,7 +1178,9 @@ def write_report(b, outdir, total_wall, commit):
       "`target/release/liborca.so`), and kills it at the end. The criterion benches of the core "
       "(`cargo bench --bench core`) are NOT part of it: run them with `make bench-core`. After "
       "this page, `make bench` runs `make bench-clients`: the full job cycle of the Node client "
-      "against BullMQ 5, in benches/clients/results.md.\n")
+      "against BullMQ 5, in benches/clients/results.md; then `make bench-workers`: the Python "
+      "Workers against Dramatiq, taskiq, Celery and RQ and the Node Worker against BullMQ (drain, "
+      "latency, the deadline rush, commands per job at a trickle), in benches/clients/workers.md.\n")
     w("Knobs (environment): `BENCH_SECS` (target seconds per redis-benchmark run, default 1.2; "
       "each run's request count is calibrated by a short probe), `BENCH_ROUNDS` (alternating "
       "rounds of the target rows, default 5), `BENCH_NATIVE_RDB=1` (also time SAVE and load of "

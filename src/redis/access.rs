@@ -5,27 +5,40 @@
 
 use redis_module::{Context, RedisError, RedisString};
 
-use super::args::err;
 use super::datatype::QUEUE_TYPE;
+use super::errors::coded;
 use super::ffi::{self, selected_db, Arg, Kw};
 use super::{settings, stats, tracking};
 use crate::core::compact::MOVES_PER_WRITE;
 use crate::core::config::ConfigLimits;
+use crate::core::error::ErrorCode;
 use crate::core::{decode_key, JobKey, Queue, QueueError, Settings, TickReport};
 
-pub fn core_err(e: QueueError) -> RedisError {
-    err(e.to_string())
-}
+pub use super::errors::core_err;
 
-/// Refuse a payload (config or result) over `orca.max-payload-bytes`.
-pub fn check_payload(len: usize, what: &str) -> Result<(), RedisError> {
+/// Refuse a payload over `orca.max-payload-bytes`: a config (`BADCONFIG`,
+/// as every refused config) or a result (`TOOLARGE`).
+pub fn check_payload(len: usize, what: Payload) -> Result<(), RedisError> {
     let max = settings::max_payload_bytes();
     if len > max {
-        return Err(err(format!(
-            "{what} is {len} bytes; the limit is {max} (orca.max-payload-bytes)"
-        )));
+        let (code, what) = match what {
+            Payload::Config => (ErrorCode::BadConfig, "config"),
+            Payload::Result => (ErrorCode::TooLarge, "result"),
+        };
+        return Err(coded(
+            code,
+            &[],
+            format!("{what} is {len} bytes; the limit is {max} (orca.max-payload-bytes)"),
+        ));
     }
     Ok(())
+}
+
+/// What `check_payload` checks.
+#[derive(Clone, Copy)]
+pub enum Payload {
+    Config,
+    Result,
 }
 
 /// Config limits for client input; none for what the master or the AOF
@@ -45,9 +58,11 @@ pub fn check_room(q: &Queue, key: &JobKey) -> Result<(), RedisError> {
     let (queued, delayed, _, _) = q.state_counts();
     let waiting = queued + q.held_len() + delayed;
     if !q.contains(key) && waiting >= max {
-        return Err(err(format!(
-            "queue is full ({waiting} waiting jobs; orca.max-queue-length is {max})"
-        )));
+        return Err(coded(
+            ErrorCode::QueueFull,
+            &[],
+            format!("queue is full ({waiting} waiting jobs; orca.max-queue-length is {max})"),
+        ));
     }
     Ok(())
 }

@@ -4,12 +4,10 @@
 
 use redis_module::{Context, RedisError, RedisString};
 
+use crate::core::error::ErrorCode;
 use crate::core::MAX_TIME;
 
-pub fn err(msg: impl Into<String>) -> RedisError {
-    let msg = msg.into();
-    RedisError::String(format!("ERR {msg}"))
-}
+pub use super::errors::err;
 
 /// A strict base-10 integer (optional leading '-', no spaces, no '+').
 pub fn parse_int(arg: &RedisString, what: &str) -> Result<i64, RedisError> {
@@ -146,10 +144,24 @@ pub fn page_limit(opts: &Options) -> Result<usize, RedisError> {
         Some(v) => {
             let n = parse_int(v, "LIMIT")?;
             if !(0..=max).contains(&n) {
-                return Err(err(format!("LIMIT must be between 0 and {max}")));
+                return Err(over_max(
+                    n > max,
+                    max,
+                    format!("LIMIT must be between 0 and {max}"),
+                ));
             }
             Ok(n as usize)
         }
+    }
+}
+
+/// A COUNT or LIMIT refused: `TOOMANY <max>` when it is over the server's
+/// maximum (`orca.max-pop-count`, which a client cannot know), else `ERR`.
+pub fn over_max(over: bool, max: i64, text: String) -> RedisError {
+    if over {
+        super::errors::coded(ErrorCode::TooMany, &[max.to_string()], text)
+    } else {
+        err(text)
     }
 }
 

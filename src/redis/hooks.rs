@@ -12,8 +12,8 @@ use std::sync::OnceLock;
 
 use redis_module::{raw, Context, InfoContext, RedisString};
 
-use super::guard;
 use super::reply::{self, CmdResult};
+use super::{errors, guard};
 
 const OK: c_int = raw::REDISMODULE_OK as c_int;
 const ERR: c_int = raw::REDISMODULE_ERR as c_int;
@@ -22,7 +22,7 @@ const ERR: c_int = raw::REDISMODULE_ERR as c_int;
 pub type Handler = for<'a> fn(&Context, &'a [RedisString]) -> CmdResult<'a>;
 
 /// The reply to a panic contained in a command.
-const INTERNAL_ERROR: &str = "ERR internal error in the orca module (see the server log)";
+const INTERNAL_ERROR: &str = "INTERNAL internal error in the orca module (see the server log)";
 
 // ---------------------------------------------------------------- commands
 
@@ -90,7 +90,7 @@ fn dispatch(
 ) -> c_int {
     let context = Context::new(ctx);
     let Some((name, handler, locate)) = HANDLERS.get().and_then(|h| h.get(i)).copied() else {
-        context.reply_error_string("ERR orca command table not installed");
+        context.reply_error_string("INTERNAL orca command table not installed");
         return OK;
     };
     let args = redis_module::decode_args(ctx, argv, argc);
@@ -105,7 +105,7 @@ fn dispatch(
         match handler(&context, &args) {
             Ok(r) => reply::send(&context, &r),
             Err(e) => {
-                reply::send_err(&context, e);
+                errors::send_err(&context, e);
             }
         }
     });
@@ -226,7 +226,7 @@ extern "C" fn blocked_ready(
                 true
             }
             Some(Err(e)) => {
-                reply::send_err(&context, e);
+                errors::send_err(&context, e);
                 true
             }
         }
@@ -254,7 +254,7 @@ extern "C" fn blocked_timeout(
         match (b.on_timeout)(&context, &args) {
             Ok(r) => reply::send(&context, &r),
             Err(e) => {
-                reply::send_err(&context, e);
+                errors::send_err(&context, e);
             }
         }
         Some(())

@@ -11,9 +11,10 @@ use redis_module::{Context, RedisError, RedisString};
 
 use super::access::{
     check_payload, check_room, core_err, job_key_arg, job_key_or, limits_for, read_queue,
-    replicate_created_settings, write_queue,
+    replicate_created_settings, write_queue, Payload,
 };
 use super::args::{err, from_master_or_aof, is_kw, parse_ms, Options};
+use super::errors::queue_missing;
 use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
 use super::reply::{CmdResult, JobReply, Reply, Val};
 use super::{settings, stats};
@@ -30,7 +31,7 @@ enum PutKind {
 pub fn config_arg(ctx: &Context, json: &RedisString) -> Result<(JobConfig, bool), RedisError> {
     let client = !from_master_or_aof(ctx);
     if client {
-        check_payload(json.len(), "config")?;
+        check_payload(json.len(), Payload::Config)?;
     }
     let cfg = parse_config_limited(json.as_slice(), &limits_for(client)).map_err(core_err)?;
     Ok((cfg, client))
@@ -76,7 +77,7 @@ fn put_into(
             .flatten();
         Ok((info, put, autodelay, gate))
     })?;
-    let (info, put, autodelay, gate) = job.ok_or_else(|| err("queue missing"))?;
+    let (info, put, autodelay, gate) = job.ok_or_else(queue_missing)?;
     Ok(Putted {
         reply: write_reply(info, put, autodelay, gate),
         created_with,

@@ -9,8 +9,9 @@
 
 use redis_module::{Context, RedisError, RedisString};
 
-use super::access::{check_payload, core_err, job_key_arg, read_queue, write_queue};
+use super::access::{check_payload, core_err, job_key_arg, read_queue, write_queue, Payload};
 use super::args::{check_pins, err, format, from_master_or_aof, is_kw, parse_int, Options};
+use super::errors;
 use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
 use super::pop::{take, PopArgs};
 use super::reply::{self, CmdResult, Format, Reply};
@@ -140,7 +141,7 @@ fn parse<'a>(ctx: &Context, args: &'a [RedisString]) -> Result<MackArgs<'a>, Red
     if let Some(rs) = results {
         if !from_master_or_aof(ctx) {
             for r in rs {
-                check_payload(r.len(), "result")?;
+                check_payload(r.len(), Payload::Result)?;
             }
         }
     }
@@ -211,7 +212,7 @@ pub fn mack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     match take(ctx, name, &p, false) {
         Ok(Some(r)) => reply::send(ctx, &r),
         Ok(None) => ffi::reply::array(ctx, 0),
-        Err(e) => reply::send_err(ctx, e),
+        Err(e) => errors::send_err(ctx, e),
     }
     Ok(Reply::Sent)
 }
@@ -222,7 +223,7 @@ fn send_outcomes(ctx: &Context, outcomes: &[Result<(), QueueError>]) {
     for o in outcomes {
         match o {
             Ok(()) => ffi::reply::int(ctx, 1),
-            Err(e) => reply::send_err(ctx, core_err(e.clone())),
+            Err(e) => errors::send_err(ctx, core_err(e.clone())),
         }
     }
 }

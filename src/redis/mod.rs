@@ -5,7 +5,8 @@
 //! - `guard` the one panic guard; `hooks` the C entry points (commands,
 //!   blocked clients, command filter, server events, INFO), which run the
 //!   functions handed to them inside the guard; `datatype` the type callbacks.
-//! - `reply`, `args`, `settings`, `stats`, `tracking` (queues with pending
+//! - `errors` (error replies: a code, its fields, one clean line), `reply`,
+//!   `args`, `settings`, `stats`, `tracking` (queues with pending
 //!   deadlines); `access` opens keys as queues.
 //! - The commands: `jobs`, `pop`, `worker`, `inspect`, `admin`, `gates`; `timer`
 //!   ticks due queues; `commands` is the command table.
@@ -19,6 +20,7 @@ pub mod alloc;
 pub mod args;
 pub mod commands;
 pub mod datatype;
+pub mod errors;
 pub mod ffi;
 pub mod finish;
 pub mod gates;

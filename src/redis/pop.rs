@@ -10,11 +10,15 @@
 use redis_module::{Context, RedisError, RedisString};
 
 use super::access::{core_err, write_queue};
-use super::args::{check_pins, err, format, from_master_or_aof, max_attempts, parse_int, Options};
+use super::args::{
+    check_pins, err, format, from_master_or_aof, max_attempts, over_max, parse_int, Options,
+};
+use super::errors::coded;
 use super::ffi::{self, deny_blocking, now_ms, signal_ready, Arg, Kw};
 use super::hooks;
 use super::reply::{self, CmdResult, Format, Reply};
 use super::{settings, stats, timer};
+use crate::core::error::ErrorCode;
 use crate::core::TickReport;
 
 /// What a pop asks for.
@@ -62,7 +66,11 @@ fn parse_pop(ctx: &Context, rest: &[RedisString]) -> Result<PopArgs, RedisError>
                 settings::max_pop_count()
             };
             if !(1..=max).contains(&n) {
-                return Err(err(format!("COUNT must be between 1 and {max}")));
+                return Err(over_max(
+                    n > max,
+                    max,
+                    format!("COUNT must be between 1 and {max}"),
+                ));
             }
             Some(n)
         }
@@ -188,7 +196,11 @@ fn block<'a>(
     if hooks::block_on_keys(ctx, keys, timeout, on_ready, on_timeout) {
         Ok(Reply::Blocked)
     } else {
-        Err(err("could not block the client"))
+        Err(coded(
+            ErrorCode::Internal,
+            &[],
+            "could not block the client",
+        ))
     }
 }
 

@@ -10,7 +10,7 @@ use redis_module::{Context, RedisError, RedisString};
 
 use super::access::{
     check_payload, core_err, job_key_arg, job_key_or, read_queue, replicate_created_settings,
-    write_queue,
+    write_queue, Payload,
 };
 use super::args::{
     check_pins, err, format, from_master_or_aof, is_kw, max_attempts, page_limit, parse_int,
@@ -165,7 +165,7 @@ fn finish_reply<'a>(
     match take(ctx, name, &p, false) {
         Ok(Some(r)) => reply::send(ctx, &r),
         Ok(None) => reply::send(ctx, &Reply::Null),
-        Err(e) => reply::send_err(ctx, e),
+        Err(e) => super::errors::send_err(ctx, e),
     }
     reply::send(ctx, &second);
     Ok(Reply::Sent)
@@ -199,7 +199,7 @@ pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let result = result_arg.map(|r| r.as_slice());
     if let Some(r) = result {
         if !from_master_or_aof(ctx) {
-            check_payload(r.len(), "result")?;
+            check_payload(r.len(), Payload::Result)?;
         }
     }
     let forward = forward_arg(ctx, f.forward)?;

@@ -159,12 +159,15 @@ fn every_refusal_leaves_both_queues_as_they_were() {
     let cases: Vec<(Vec<Vec<u8>>, &str)> = vec![
         (
             args!["ORCA.ACK", "q", &k, "999999", "FORWARD", "q2", &good],
-            "ERR lease not held",
+            "NOLEASE lease not held",
         ),
-        (ack(&["FORWARD", "q2", "{"]), "ERR invalid config JSON"),
+        (
+            ack(&["FORWARD", "q2", "{"]),
+            "BADCONFIG invalid config JSON",
+        ),
         (
             ack(&["FORWARD", "q2", r#"{"nokey":1}"#]),
-            "ERR config has no string field 'key'",
+            "BADCONFIG config has no string field 'key'",
         ),
         (ack(&["FORWARD", "str", &good]), "WRONGTYPE"),
         (
@@ -197,7 +200,7 @@ fn every_refusal_leaves_both_queues_as_they_were() {
         &mut c,
         "q2",
         &ack(&["FORWARD", "q2", &good]),
-        &["ERR queue is full"],
+        &["QUEUEFULL queue is full"],
     );
     config_set(&mut c, "orca.max-queue-length", 10_000_000);
     config_set(&mut c, "orca.max-payload-bytes", 64);
@@ -206,7 +209,7 @@ fn every_refusal_leaves_both_queues_as_they_were() {
         &mut c,
         "q2",
         &ack(&["RESULT", &big, "FORWARD", "q2", &good]),
-        &["ERR result is 100 bytes"],
+        &["TOOLARGE result is 100 bytes"],
     );
     config_set(&mut c, "orca.max-payload-bytes", 4_194_304);
     assert_eq!(
@@ -220,14 +223,14 @@ fn every_refusal_leaves_both_queues_as_they_were() {
         &mut c,
         "q2",
         &ack(&["FORWARD", "q2", &good]),
-        &["ERR job was cancelled"],
+        &["CANCELLED job was cancelled"],
     );
     // A missing queue holds no lease, and no successor is created.
     assert_rejected(
         &mut c,
         "nothing",
         &args!["ORCA.ACK", "nothing", &k, "5", "FORWARD", "q3", &good],
-        &["ERR lease not held"],
+        &["NOLEASE lease not held"],
     );
     assert!(!exists(&mut c, "q3"));
 }

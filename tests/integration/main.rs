@@ -16,6 +16,7 @@ mod cluster;
 mod command_docs;
 mod delete;
 mod enqueue;
+mod error_codes;
 mod events;
 mod format_values;
 mod forward;

@@ -4,6 +4,8 @@ export type { RedisClient } from "./send";
 export { Worker, defaultLogger } from "./worker";
 export type { Handler, Logger, WorkerOptions } from "./worker";
 export { FetchStrategy } from "./strategy";
+export { Durability } from "./durability";
+export type { WaitOptions } from "./durability";
 export { blockingConnection, commandConnection, isBlockingConnection } from "./connection";
 export { orcaKey, configOrcaKey, encodeConfig, encodeResult } from "./keys";
 export type { Config } from "./keys";
@@ -35,6 +37,7 @@ export {
   InvariantError,
   InvalidArgumentError,
   ResultTooLargeError,
+  NotReplicatedError,
   mapError,
 } from "./errors";
 export type { NotQueuedState } from "./errors";

@@ -1,4 +1,5 @@
 import { checkBlocking } from "./connection";
+import { Durability, isWrite, type WaitOptions } from "./durability";
 import { LeaseLostError, OrcaError } from "./errors";
 import { Config, encodeResult } from "./keys";
 import * as P from "./protocol";
@@ -26,13 +27,39 @@ function delivery(d: Delivery): [string, string] {
  * calls (e.g. many `enqueue()` awaited together) share round trips.
  */
 export class Queue {
+  /** How this queue's writes wait for replicas (see `durability.ts`). */
+  readonly durability: Durability;
+
+  /**
+   * `opts.waitReplicas` (with `waitTimeoutMs`, default 1000): each write resolves only once that
+   * many replicas have it, else rejects with NotReplicatedError; `waitAof`: WAITAOF (the AOF
+   * fsync on the master and those replicas). A Worker built on this Queue waits the same way.
+   */
   constructor(
     readonly client: RedisClient,
     readonly name: string,
-  ) {}
+    opts: WaitOptions = {},
+  ) {
+    this.durability = new Durability(opts);
+    this.durability.check(client);
+  }
+
+  /** The same queue on the same client with other durable-write settings (those not given kept). */
+  withWait(opts: WaitOptions): Queue {
+    const d = this.durability;
+    return new Queue(this.client, this.name, {
+      waitReplicas: d.replicas,
+      waitTimeoutMs: d.timeoutMs,
+      waitAof: d.aof,
+      ...opts,
+    });
+  }
 
   private run<T>(cmd: P.Command<T>): Promise<T> {
-    return send(this.client, cmd);
+    if (!this.durability.on || !isWrite(cmd.args)) return send(this.client, cmd);
+    return this.durability
+      .send(this.client, cmd)
+      .then(([value, reply]) => this.durability.confirm(reply, value));
   }
 
   /** ORCA.ENQUEUE: create-or-update in its collation (a PUT). The reply has no payload. */
@@ -297,7 +324,7 @@ export class Queue {
     const outcomes = items.map((_, n) => {
       const f = firstOf(n);
       if (f === n) return got.get(n) ?? null;
-      return got.get(f) ?? new LeaseLostError(LEASE_NOT_HELD, `ERR ${LEASE_NOT_HELD}`);
+      return got.get(f) ?? new LeaseLostError(LEASE_NOT_HELD, `NOLEASE ${LEASE_NOT_HELD}`, "NOLEASE");
     });
     return { outcomes, jobs };
   }

@@ -5,7 +5,6 @@ dropped; Retry-After is honoured; a stop lets the POSTs in flight finish."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Iterator
 
@@ -262,11 +261,3 @@ def test_the_asyncio_notifier_delivers_retries_and_stops(fast_retries: Server, q
     for i in range(5):
         assert [r.body for r in http.posts(f"/x{i}")] == [{"i": i}] * 3
     http.stop()
-
-
-def test_notifier_threads_do_not_leak(rr: redis.Redis, qname: str) -> None:
-    before = threading.active_count()
-    n = Notifier(Queue(rr, qname), handle_signals=False, block_ms=100)
-    run = Running(n)
-    run.stop()
-    assert threading.active_count() <= before + 1

@@ -25,7 +25,7 @@ Heartbeats are ``ORCA.EXTEND``; a job handed back at shutdown is ``ORCA.REENQUEU
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from . import protocol as P
@@ -58,6 +58,29 @@ class FetchStrategy:
         self.result_ttl_ms = result_ttl_ms
         self.nack_delay_ms = nack_delay_ms
         self.ack_next = ack_next
+        # On a Redis Cluster, queues in several hash slots (one MPOP takes keys of one slot):
+        # the fetcher pops from each slot's group; a finish pipelines no pop (see finish()).
+        self.sharded = False
+
+    def by_slot(self, slot_of: Callable[[str], int]) -> list[FetchStrategy]:
+        """The queues grouped by hash slot (in the order their first queue is given), one
+        strategy each with the same settings; marks this one ``sharded`` if there are
+        several. Queues sharing a hash tag (``{course}:a``, ``{course}:b``) share a group."""
+        groups: dict[int, list[str]] = {}
+        for name in self.queues:
+            groups.setdefault(slot_of(name), []).append(name)
+        self.sharded = len(groups) > 1
+        return [
+            FetchStrategy(
+                names,
+                lease_ms=self.lease_ms,
+                block_ms=self.block_ms,
+                result_ttl_ms=self.result_ttl_ms,
+                nack_delay_ms=self.nack_delay_ms,
+                ack_next=self.ack_next,
+            )
+            for names in groups.values()
+        ]
 
     @property
     def several(self) -> bool:
@@ -114,7 +137,8 @@ class FetchStrategy:
         if not failed and take_next and self.chains(job):
             return [self.ack_then_next(job, result)]
         first: P.Command[Any] = self.nack(job, delay_ms) if failed else self.ack(job, result)
-        return [first, self.quick(1)] if take_next else [first]
+        # Sharded: an MPOP over every queue would span slots; the fetcher refills the slot.
+        return [first, self.quick(1)] if take_next and not self.sharded else [first]
 
     def hand_back(self, job: Job) -> list[P.Command[object]]:
         """Commands that give a running job back at shutdown (to pipeline, in order)."""
