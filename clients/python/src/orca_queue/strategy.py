@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from . import protocol as P
+from .keys import Config
 from .types import Job, NackOutcome
 
 # The server's default orca.max-pop-count: one pop never asks for more.
@@ -140,6 +141,18 @@ class FetchStrategy:
         # Sharded: an MPOP over every queue would span slots; the fetcher refills the slot.
         return [first, self.quick(1)] if take_next and not self.sharded else [first]
 
+    def finish_forward(
+        self, job: Job, result: Optional[bytes], to: tuple[str, Config], take_next: bool
+    ) -> list[P.Command[Any]]:
+        """The commands that finish a delivery with a hand-off (``ORCA.ACK ... FORWARD``,
+        whose reply the worker does not need), and a pop for the slot as :meth:`finish`."""
+        fwd = P.ack_forward(
+            _queue(job), job.key, _lease(job), to, result=result, ttl_ms=self._ttl(result)
+        )
+        first: P.Command[Any] = P.Command(fwd.args, _nothing)
+        take_next = take_next and self.ack_next
+        return [first, self.quick(1)] if take_next and not self.sharded else [first]
+
     def hand_back(self, job: Job) -> list[P.Command[object]]:
         """Commands that give a running job back at shutdown (to pipeline, in order)."""
         if job.payload is None:
@@ -151,6 +164,10 @@ class FetchStrategy:
 
     def _ttl(self, result: Optional[bytes]) -> Optional[int]:
         return self.result_ttl_ms if result else None
+
+
+def _nothing(reply: Any) -> None:
+    return None
 
 
 def _queue(job: Job) -> str:
