@@ -135,6 +135,19 @@ export class FetchStrategy {
     );
   }
 
+  /** ORCA.ACK ... FORWARD: the hand-off (the successor's reply is not needed). */
+  ackForward(job: Job, to: P.Forward, result: Buffer | string | undefined): P.Command<void> {
+    const c = P.ackForward(
+      q(job),
+      job.key,
+      lease(job),
+      to,
+      result,
+      result === undefined ? undefined : this.opts.resultTtlMs,
+    );
+    return { args: c.args, parse: () => undefined };
+  }
+
   ack(job: Job, result: Buffer | string | undefined): P.Command<void> {
     return P.ack(
       q(job),

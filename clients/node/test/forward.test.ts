@@ -2,8 +2,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type Redis from "ioredis";
 
-import { LeaseLostError, Queue } from "../src";
-import { Server, cfg, qname } from "./server";
+import { Forward, Job, LeaseLostError, Queue, Worker } from "../src";
+import { Server, cfg, qname, waitFor } from "./server";
 
 // Hand-offs from the client: ack(..., { forward }) and nack(..., { forward }).
 let server: Server;
@@ -58,5 +58,30 @@ describe("hand-offs", () => {
     assert.equal(dead.outcome, "dead");
     assert.equal(dead.successor?.created, true);
     assert.equal(await new Queue(r, failures).len(), 1);
+  });
+
+  it("a Worker's handler hands its job on by resolving to a Forward", async () => {
+    const tag = qname();
+    const a = new Queue(r, `{${tag}}:a`);
+    const b = `{${tag}}:b`;
+    for (let i = 0; i < 5; i++) await a.enqueue(cfg(`j${i}`));
+    const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+    const w = new Worker(
+      a,
+      (job: Job) => new Forward(b, { ...(job.config as object), stage: "b" }, { ok: true }),
+      {
+        handleSignals: false,
+        logger: quiet,
+        concurrency: 2,
+      },
+    );
+    const next = new Queue(r, b);
+    await waitFor(async () => (await next.len()) === 5);
+    await w.close();
+    const st = await a.stats();
+    assert.deepEqual([st.queued, st.leased], [0, 0]);
+    const one = await next.pop({ leaseMs: 1000 });
+    assert.equal((one?.config as { stage: string }).stage, "b");
+    assert.deepEqual(JSON.parse(String(await a.result(one!.key))), { ok: true });
   });
 });

@@ -14,7 +14,9 @@ class Forward:
     """Return it from a :class:`~orca_queue.Worker`'s handler to hand the job on: the worker
     acks the delivery with ``result`` (encoded as any handler value) and enqueues ``config``
     into ``queue`` (a name or a ``Queue``; in a Cluster, of the same hash tag) in one step, or
-    neither. A failure to do so (a bad config, the next queue full) NACKs the delivery."""
+    neither. If the server refuses the hand-off (a bad config, the next queue full), nothing
+    changed: the delivery stays leased until its lease runs out and comes back, as after any
+    refused ACK (logged)."""
 
     queue: Any
     config: Config
