@@ -21,6 +21,7 @@
 //! - `caps`: running caps per collation and the eligibility index
 //! - `codec`: the versioned serialized form (RDB, RESTORE, digests)
 //! - `limits`: the bounds of times and sequence counters
+//! - `flow`: parents waiting for their children, and what crosses between queues
 
 pub mod caps;
 pub mod check;
@@ -29,6 +30,7 @@ pub mod collation;
 pub mod compact;
 pub mod config;
 pub mod error;
+pub mod flow;
 pub mod gates;
 pub mod held;
 pub mod idmap;

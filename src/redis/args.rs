@@ -57,7 +57,7 @@ pub fn is_kw(arg: &RedisString, kw: &str) -> bool {
 }
 
 /// Most options a command takes.
-const MAX_OPTIONS: usize = 8;
+pub const MAX_OPTIONS: usize = 8;
 
 /// Trailing `NAME value` options. Each allowed option may appear once.
 pub struct Options<'a> {
@@ -103,6 +103,15 @@ impl<'a> Options<'a> {
             i += 2;
         }
         Ok(Options { allowed, values })
+    }
+
+    /// Options found by another walk of the arguments (`finish.rs`):
+    /// `values[i]` is the value of `allowed[i]`.
+    pub fn with_values(
+        allowed: &'static [&'static str],
+        values: [Option<&'a RedisString>; MAX_OPTIONS],
+    ) -> Self {
+        Options { allowed, values }
     }
 
     pub fn get(&self, name: &str) -> Option<&'a RedisString> {

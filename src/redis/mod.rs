@@ -22,6 +22,7 @@ pub mod commands;
 pub mod datatype;
 pub mod errors;
 pub mod ffi;
+pub mod finish;
 pub mod gates;
 pub mod guard;
 pub mod hooks;
