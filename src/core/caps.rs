@@ -20,7 +20,7 @@
 
 use std::collections::BTreeSet;
 
-use super::idmap::IdMap;
+use super::containers::idmap::IdMap;
 
 use super::reservation::ResKey;
 

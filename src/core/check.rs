@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::config::valid_collation_name;
-use super::idmap::IdMap;
+use super::containers::idmap::IdMap;
 use super::limits::valid_time;
 use super::queue::{Queue, IMMEDIATE, OWNED_BY_COLLATION};
 
@@ -137,7 +137,7 @@ impl Queue {
                 let seq = job.skey.unsigned_abs();
                 let h = self.gates.get(j).ok_or("a held job is behind no gate")?;
                 if job.collated()
-                    || job.link != super::slab::NIL
+                    || job.link != super::containers::slab::NIL
                     || seq == 0
                     || seq >= self.next_seq as u64
                     || (job.skey < 0 && (job.coll_id().is_none() || h.immediate))

@@ -22,11 +22,11 @@
 use std::collections::{HashSet, VecDeque};
 
 use super::config::{valid_collation_name, JobKey};
+use super::containers::slab::NIL;
 use super::error::QueueError;
 use super::limits::{valid_time, MAX_TIME, SEQ_LOAD_LIMIT};
 use super::queue::{LoadedJob, Order, Queue, ResKey, Settings, IMMEDIATE};
 use super::settings::{AutoDelay, MAX_COUNT_SETTING};
-use super::slab::NIL;
 use super::work::{Dead, DeathCause, Lease, Parked, StoredResult};
 
 /// Encoding versions. A loader reads every version up to `ENCODING_CURRENT`
@@ -562,7 +562,7 @@ impl Queue {
             ));
         }
         // Room for every record (checked now: nothing may change on refusal).
-        let max = super::slab::MAX_ID as usize;
+        let max = super::containers::slab::MAX_ID as usize;
         if self.jobs.len() + other.jobs.len() >= max
             || self.index.len() + other.index.len() + other.gates.held_count() >= max
             || self.colls.records() + other.colls.records() >= max

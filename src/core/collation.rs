@@ -22,13 +22,13 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::num::NonZeroU32;
 
+use super::containers::idmap::{fmix64, IdMap};
+use super::containers::treap::{Iter as IndexIter, OrderIndex};
+use super::containers::{IdTable, Slab, NIL};
 use super::error::QueueError;
-use super::idmap::{fmix64, IdMap};
-use super::index::{Iter as IndexIter, OrderIndex};
 use super::job::{Job, COLLATED};
 use super::names::{render, PackedName};
 use super::reservation::{NodeKey, OWNED_BY_COLLATION};
-use super::slab::{IdTable, Slab, NIL};
 
 /// A collation grows into the large form beyond this many jobs...
 pub const PROMOTE_ABOVE: u32 = 64;

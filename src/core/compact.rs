@@ -27,15 +27,13 @@
 //! a quarter full before shrinking to half, so a queue oscillating around a
 //! size does not thrash.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash};
-
 use super::collation::{Collation, Collations, Large};
-use super::index::OrderIndex;
+use super::containers::shrink_map;
+use super::containers::slab::{Slab, NIL};
+use super::containers::treap::OrderIndex;
 use super::job::{Job, COLLATED};
 use super::queue::{key_hash, Queue};
 use super::reservation::{NodeKey, OWNED_BY_COLLATION};
-use super::slab::{Slab, NIL};
 
 /// Record moves a write does after its own work (each O(log n), or O(64)
 /// in a small collation): a drain of n jobs needs fewer than n moves in
@@ -286,24 +284,5 @@ impl Collations {
         }
         shrink_map(&mut self.long_names);
         shrink_map(&mut self.large);
-    }
-}
-
-impl super::work::Work {
-    /// Shrink the maps of parked jobs when sparse.
-    fn shrink_maps(&mut self) {
-        self.leases.shrink_indexes();
-        shrink_map(&mut self.delayed);
-        shrink_map(&mut self.dead);
-        shrink_map(&mut self.results);
-        shrink_map(&mut self.cancelled);
-    }
-}
-
-/// Shrink a hash map under a quarter full to about twice its entries.
-/// Maps of fewer than 64 slots are left alone.
-pub(crate) fn shrink_map<K: Eq + Hash, V, S: BuildHasher>(m: &mut HashMap<K, V, S>) {
-    if m.capacity() > 64 && m.len() * 4 < m.capacity() {
-        m.shrink_to(m.len() * 2);
     }
 }

@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::idmap::IdMap;
+use super::containers::idmap::IdMap;
 
 /// What a held job needs to be queued when its gate opens. Its arrival
 /// sequence number is in the job's stack key (`|skey|`).

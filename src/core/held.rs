@@ -15,12 +15,12 @@ use std::borrow::Cow;
 
 use super::codec::MAX_GATE_NAME;
 use super::config::JobKey;
+use super::containers::slab::MAX_ID;
 use super::error::QueueError;
 use super::gates::Held;
 use super::job::{JobInfo, HELD};
 use super::queue::Queue;
 use super::reservation::ResKey;
-use super::slab::MAX_ID;
 use super::work::Parked;
 
 impl Queue {

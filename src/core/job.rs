@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 use super::config::JobKey;
-use super::slab::MAX_ID;
+use super::containers::slab::MAX_ID;
 
 /// In `Job::coll`: the job is in its collation's stack.
 pub(crate) const COLLATED: u32 = 1 << 31;

@@ -23,10 +23,11 @@ use std::borrow::Cow;
 use super::caps::{busiest_of, Caps};
 use super::collation::Collations;
 use super::config::{JobConfig, JobKey};
+use super::containers::idmap::IdMap;
+use super::containers::treap::OrderIndex;
+use super::containers::{IdTable, Slab, NIL};
 use super::error::QueueError;
 use super::gates::Gates;
-use super::idmap::IdMap;
-use super::index::OrderIndex;
 pub use super::job::JobInfo;
 pub(crate) use super::job::LoadedJob;
 use super::job::{Job, COLLATED, NO_COLL};
@@ -34,7 +35,6 @@ use super::limits::{valid_time, MAX_TIME, SEQ_LIMIT};
 pub use super::reservation::ResKey;
 pub(crate) use super::reservation::{NodeKey, IMMEDIATE, OWNED_BY_COLLATION};
 pub use super::settings::{Order, Settings};
-use super::slab::{IdTable, Slab, NIL};
 use super::window::Window;
 use super::work::Parked;
 
@@ -1049,8 +1049,8 @@ impl Queue {
         {
             return Err(corrupt("duplicate reservation"));
         }
-        if self.jobs.len() + jobs.len() >= super::slab::MAX_ID as usize
-            || self.index.len() + res.len() >= super::slab::MAX_ID as usize
+        if self.jobs.len() + jobs.len() >= super::containers::slab::MAX_ID as usize
+            || self.index.len() + res.len() >= super::containers::slab::MAX_ID as usize
         {
             return Err(QueueError::Full);
         }

@@ -33,7 +33,7 @@ impl From<NodeKey> for ResKey {
     }
 }
 
-impl super::index::IndexKey for NodeKey {
+impl super::containers::treap::IndexKey for NodeKey {
     fn words(&self) -> (u64, u64) {
         let w = self.0;
         (

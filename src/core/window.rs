@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use super::idmap::IdMap;
+use super::containers::idmap::IdMap;
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Window {

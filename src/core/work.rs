@@ -6,8 +6,9 @@ use std::collections::hash_map::Entry;
 use std::collections::BTreeSet;
 
 use super::config::{key_hash, JobKey, KeyMap};
-use super::idmap::IdMap;
-use super::slab::{IdTable, Slab, NIL};
+use super::containers::idmap::IdMap;
+use super::containers::shrink_map;
+use super::containers::{IdTable, Slab, NIL};
 
 /// How long a cancelled lease is remembered after its deadline, so the
 /// worker's late EXTEND/ACK is told "cancelled" rather than "unknown".
@@ -236,7 +237,7 @@ impl Leases {
             self.by_key
                 .shrink(|i| recs.get(i).map_or(0, |r| key_hash(&r.lease.key)));
         }
-        super::compact::shrink_map(&mut self.by_token);
+        shrink_map(&mut self.by_token);
     }
 
     /// Can another lease be stored? (ids are bounded by `MAX_ID`)
@@ -263,6 +264,17 @@ pub struct Work {
     pub(crate) cancelled_order: BTreeSet<(i64, u64)>,
     /// Bytes of payloads held here (leased, delayed, dead, results).
     pub(crate) bytes: usize,
+}
+
+impl Work {
+    /// Shrink the maps of parked jobs when sparse.
+    pub(crate) fn shrink_maps(&mut self) {
+        self.leases.shrink_indexes();
+        shrink_map(&mut self.delayed);
+        shrink_map(&mut self.dead);
+        shrink_map(&mut self.results);
+        shrink_map(&mut self.cancelled);
+    }
 }
 
 #[cfg(test)]

@@ -30,8 +30,8 @@
 use std::borrow::Cow;
 
 use super::config::JobKey;
+use super::containers::idmap::IdMap;
 use super::error::QueueError;
-use super::idmap::IdMap;
 use super::job::LoadedJob;
 use super::limits::{lease_deadline, valid_time, MAX_TIME, SEQ_LIMIT};
 use super::queue::{JobInfo, Queue};
