@@ -10,13 +10,15 @@ use std::collections::{HashMap, HashSet};
 
 use super::config::valid_collation_name;
 use super::containers::idmap::IdMap;
+use super::ids::CollId;
+use super::job::JobLink;
 use super::limits::valid_time;
-use super::queue::{Queue, IMMEDIATE, OWNED_BY_COLLATION};
+use super::queue::{OwnerRef, Queue};
 
 /// What the walk over the global order counted, for the later checks.
 struct Reservations {
     /// Reservations owned by each collation.
-    per_collation: HashMap<u32, usize>,
+    per_collation: HashMap<CollId, usize>,
     /// Reservations owned by single jobs.
     singles: usize,
     /// Every nonce in use.
@@ -27,7 +29,7 @@ struct Reservations {
 struct Jobs {
     /// References to each collation: jobs naming it (stacked, single,
     /// held), parked jobs naming it, its submission window.
-    refs: HashMap<u32, u32>,
+    refs: HashMap<CollId, u32>,
     /// Jobs in a collation stack.
     collated: usize,
     /// Jobs held behind gates.
@@ -52,7 +54,7 @@ impl Queue {
     /// live collation); nonces are unique; scores, ties and nonces are in
     /// their ranges.
     fn check_reservation_owners(&self) -> Result<Reservations, String> {
-        let mut per_collation: HashMap<u32, usize> = HashMap::new();
+        let mut per_collation: HashMap<CollId, usize> = HashMap::new();
         let mut all_nonces: HashSet<u64> = HashSet::with_capacity(self.index.len());
         let mut singles = 0usize;
         for n in self.index.iter() {
@@ -70,29 +72,30 @@ impl Queue {
             if nonce == 0 || nonce >= self.next_seq as u64 {
                 return Err("nonce outside the allocated range".into());
             }
-            let owner = self.index.val(n);
-            if owner & OWNED_BY_COLLATION == 0 {
-                let job = self
-                    .jobs
-                    .get(owner)
-                    .ok_or("a reservation belongs to no job (invariant 3)")?;
-                if job.collated() || job.link != n {
-                    return Err("a job does not hold its own reservation".into());
+            match self.index.val(n).get() {
+                OwnerRef::Job(j) => {
+                    let job = self
+                        .jobs
+                        .get(j)
+                        .ok_or("a reservation belongs to no job (invariant 3)")?;
+                    if job.collated() || job.link != JobLink::reservation(n) {
+                        return Err("a job does not hold its own reservation".into());
+                    }
+                    let aux = self.index.aux(n);
+                    if !aux.is_single_word() || (rk.tie < 0 && !aux.immediate()) {
+                        return Err("a single reservation has bad flags".into());
+                    }
+                    singles += 1;
                 }
-                let aux = self.index.aux(n);
-                if aux & !IMMEDIATE != 0 || (rk.tie < 0 && aux & IMMEDIATE == 0) {
-                    return Err("a single reservation has bad flags".into());
+                OwnerRef::Collation(c) => {
+                    if self.colls.get(c).is_none_or(|c| c.len == 0) {
+                        return Err("a reservation belongs to an unknown collation".into());
+                    }
+                    if rk.tie < 0 {
+                        return Err("a collation holds a front reservation".into());
+                    }
+                    *per_collation.entry(c).or_insert(0) += 1;
                 }
-                singles += 1;
-            } else {
-                let c = owner & !OWNED_BY_COLLATION;
-                if self.colls.get(c).is_none_or(|c| c.len == 0) {
-                    return Err("a reservation belongs to an unknown collation".into());
-                }
-                if rk.tie < 0 {
-                    return Err("a collation holds a front reservation".into());
-                }
-                *per_collation.entry(c).or_insert(0) += 1;
             }
         }
         Ok(Reservations {
@@ -119,7 +122,7 @@ impl Queue {
     /// arrival sequence number no reservation uses); attempts are kept only
     /// for live jobs. Also counts the references to each collation.
     fn check_jobs(&self, res: &Reservations) -> Result<Jobs, String> {
-        let mut refs: HashMap<u32, u32> = HashMap::new();
+        let mut refs: HashMap<CollId, u32> = HashMap::new();
         let mut collated = 0usize;
         let mut held = 0usize;
         let mut held_seqs: HashSet<u64> = HashSet::new();
@@ -137,7 +140,7 @@ impl Queue {
                 let seq = job.skey.unsigned_abs();
                 let h = self.gates.get(j).ok_or("a held job is behind no gate")?;
                 if job.collated()
-                    || job.link != super::containers::slab::NIL
+                    || job.link != JobLink::NONE
                     || seq == 0
                     || seq >= self.next_seq as u64
                     || (job.skey < 0 && (job.coll_id().is_none() || h.immediate))
@@ -157,7 +160,9 @@ impl Queue {
                 held += 1;
             } else if job.collated() {
                 collated += 1;
-            } else if !self.index.is_live(job.link) || self.index.val(job.link) != j {
+            } else if !self.index.is_live(job.link.as_reservation())
+                || self.index.val(job.link.as_reservation()).as_job() != Some(j)
+            {
                 return Err("a job's reservation is not in the order".into());
             }
         }
@@ -297,8 +302,9 @@ impl Queue {
             return Err("the running cap disagrees with the settings".into());
         }
         let (eligible, heads) = self.caps.index();
-        let mut want: HashSet<(super::reservation::ResKey, u32)> = HashSet::new();
-        let mut want_heads: IdMap<u32, (super::reservation::ResKey, u32)> = IdMap::default();
+        let mut want: HashSet<(super::reservation::ResKey, super::ids::NodeId)> = HashSet::new();
+        let mut want_heads: IdMap<CollId, (super::reservation::ResKey, super::ids::NodeId)> =
+            IdMap::default();
         if self.caps.on() {
             for (_, n) in self.singles() {
                 want.insert((self.rk(n), n));

@@ -22,10 +22,9 @@
 use std::collections::{HashSet, VecDeque};
 
 use super::config::{valid_collation_name, JobKey};
-use super::containers::slab::NIL;
 use super::error::QueueError;
 use super::limits::{valid_time, MAX_TIME, SEQ_LOAD_LIMIT};
-use super::queue::{LoadedJob, Order, Queue, ResKey, Settings, IMMEDIATE};
+use super::queue::{LoadedJob, Order, Queue, ResKey, Settings};
 use super::settings::{AutoDelay, MAX_COUNT_SETTING};
 use super::work::{Dead, DeathCause, Lease, Parked, StoredResult};
 
@@ -295,7 +294,7 @@ impl Queue {
     /// Call `f` with each encoded unit, in canonical order.
     pub fn for_each_unit(&self, mut f: impl FnMut(&[u8])) {
         let mut w = Writer(Vec::new());
-        let name = |c: u32| (c != NIL).then(|| self.name_of(c));
+        let name = |c: Option<super::ids::CollId>| c.map(|c| self.name_of(c));
         for (j, n) in self.singles() {
             let job = &self.jobs[j];
             let rk = self.rk(n);
@@ -306,7 +305,7 @@ impl Queue {
             w.i64(rk.score);
             w.i64(rk.tie);
             w.u64(self.nonce_of(n));
-            w.u8((self.index.aux(n) & IMMEDIATE != 0) as u8);
+            w.u8(self.index.aux(n).immediate() as u8);
             f(&w.0);
         }
         for c in self.collations_by_name() {
@@ -676,8 +675,8 @@ impl QueueBuilder {
     fn parked(&mut self, raw: RawParked<'_>) -> Result<Parked, QueueError> {
         let (created_at, attempts, immediate, collation, payload) = raw;
         let coll = match collation {
-            Some(name) => self.q.colls.acquire(name)?,
-            None => NIL,
+            Some(name) => Some(self.q.colls.acquire(name)?),
+            None => None,
         };
         Ok(Parked {
             payload: payload.into(),

@@ -15,7 +15,8 @@
 //!   the stack by stack key and the reservations by key; a job's `link` and
 //!   a reservation's `aux` hold their node in those trees. Every operation
 //!   is O(log m): position, k-th job and reservation, insert anywhere.
-//!   Costs 68 bytes per job beyond the small form.
+//!   Costs 56 bytes per job beyond the small form (a tree node holds one
+//!   typed id, no second word).
 
 use std::borrow::Cow;
 use std::collections::hash_map::RandomState;
@@ -23,12 +24,14 @@ use std::hash::BuildHasher;
 use std::num::NonZeroU32;
 
 use super::containers::idmap::{fmix64, IdMap};
-use super::containers::treap::{Iter as IndexIter, OrderIndex};
-use super::containers::{IdTable, Slab, NIL};
+use super::containers::slab::{SlabId, NIL};
+use super::containers::treap::{IndexKey, Iter as IndexIter, OrderIndex};
+use super::containers::{IdTable, Slab};
 use super::error::QueueError;
-use super::job::{Job, COLLATED};
+use super::ids::{CollId, JobId, NodeId, ResNode, StackNode};
+use super::job::{CollRef, Job, JobLink};
 use super::names::{render, PackedName};
-use super::reservation::{NodeKey, OWNED_BY_COLLATION};
+use super::reservation::{GlobalOrder, NodeKey, Owner, ResLink};
 
 /// A collation grows into the large form beyond this many jobs...
 pub const PROMOTE_ABOVE: u32 = 64;
@@ -44,11 +47,11 @@ pub(crate) struct Collation {
     /// The name, or `PackedName::LONG` (then it is in `long_names`).
     pub name: PackedName,
     /// Small form: stack front and back (`NIL` when empty). Large: `LARGE`.
-    pub head: u32,
-    pub tail: u32,
+    pub head: JobId,
+    pub tail: JobId,
     /// Small form: reservations, earliest and latest.
-    pub rhead: u32,
-    pub rtail: u32,
+    pub rhead: NodeId,
+    pub rtail: NodeId,
     /// Jobs in the stack (= reservations).
     pub len: u32,
     /// Jobs naming the collation: those in the stack, single and held jobs
@@ -58,17 +61,21 @@ pub(crate) struct Collation {
 
 impl Collation {
     pub(crate) fn large(&self) -> bool {
-        self.head == LARGE
+        self.head.raw() == LARGE
     }
 }
+
+/// A large collation's stack: stack key -> job.
+pub(crate) type StackTree = OrderIndex<i64, JobId, (), StackNode>;
+/// A large collation's reservations: reservation key -> node of the
+/// global order.
+pub(crate) type ResTree = OrderIndex<NodeKey, NodeId, (), ResNode>;
 
 /// The trees of a large collation.
 #[derive(Clone, Debug)]
 pub(crate) struct Large {
-    /// Stack key -> job id.
-    pub stack: OrderIndex<i64>,
-    /// Reservation key -> node id in the global order.
-    pub res: OrderIndex<NodeKey>,
+    pub stack: StackTree,
+    pub res: ResTree,
 }
 
 fn corrupt(msg: &str) -> QueueError {
@@ -77,21 +84,21 @@ fn corrupt(msg: &str) -> QueueError {
 
 #[derive(Clone, Debug)]
 pub(crate) struct Collations {
-    pub(crate) recs: Slab<Collation>,
+    pub(crate) recs: Slab<Collation, CollId>,
     /// Collation ids by name (names are chosen by clients: keyed hash).
-    pub(crate) by_name: IdTable,
+    pub(crate) by_name: IdTable<CollId>,
     hasher: RandomState,
     /// The key of packed names' hash (random per queue).
     key: u64,
     /// Names too long to pack (collation id -> name).
-    pub(crate) long_names: IdMap<u32, Box<str>>,
+    pub(crate) long_names: IdMap<CollId, Box<str>>,
     /// The trees of the large collations.
-    pub(crate) large: IdMap<u32, Box<Large>>,
+    pub(crate) large: IdMap<CollId, Box<Large>>,
     /// Collations with a non-empty stack.
     pub(crate) active: usize,
     /// Large collations whose trees fell under a quarter full since the
     /// last compaction (`compact.rs` rebuilds them).
-    pub(crate) sparse: Vec<u32>,
+    pub(crate) sparse: Vec<CollId>,
 }
 
 impl Default for Collations {
@@ -109,30 +116,35 @@ impl Default for Collations {
     }
 }
 
-/// Jobs or reservations of one collation, in order.
-pub(crate) enum Members<'a> {
+/// Jobs (`T = JobId`) or reservations (`T = NodeId`) of one collation, in
+/// order: along the small form's list, or through a large form's tree
+/// (keyed by `K`, nodes `N`).
+pub(crate) enum Members<'a, K, T, N> {
     Small {
-        cur: u32,
-        next: Box<dyn Fn(u32) -> u32 + 'a>,
+        cur: T,
+        next: Box<dyn Fn(T) -> T + 'a>,
     },
-    Large(IndexIter<'a, i64>, &'a OrderIndex<i64>),
-    LargeRes(IndexIter<'a, NodeKey>, &'a OrderIndex<NodeKey>),
+    Large(IndexIter<'a, K, T, (), N>, &'a OrderIndex<K, T, (), N>),
     /// A large collation whose trees are missing (only a corrupt queue).
     Empty,
 }
 
-impl Iterator for Members<'_> {
-    type Item = u32;
+/// A collation's stack, front first.
+pub(crate) type StackMembers<'a> = Members<'a, i64, JobId, StackNode>;
+/// A collation's reservations, earliest first.
+pub(crate) type ResMembers<'a> = Members<'a, NodeKey, NodeId, ResNode>;
 
-    fn next(&mut self) -> Option<u32> {
+impl<K: IndexKey, T: SlabId, N: SlabId> Iterator for Members<'_, K, T, N> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
         match self {
-            Members::Small { cur, next } => (*cur != NIL).then(|| {
+            Members::Small { cur, next } => (cur.raw() != NIL).then(|| {
                 let x = *cur;
                 *cur = next(x);
                 x
             }),
             Members::Large(it, t) => it.next().map(|n| t.val(n)),
-            Members::LargeRes(it, t) => it.next().map(|n| t.val(n)),
             Members::Empty => None,
         }
     }
@@ -144,15 +156,15 @@ impl Collations {
         self.recs.len()
     }
 
-    pub fn get(&self, c: u32) -> Option<&Collation> {
+    pub fn get(&self, c: CollId) -> Option<&Collation> {
         self.recs.get(c)
     }
 
-    pub fn len_of(&self, c: u32) -> usize {
+    pub fn len_of(&self, c: CollId) -> usize {
         self.recs.get(c).map_or(0, |r| r.len as usize)
     }
 
-    pub fn is_large(&self, c: u32) -> bool {
+    pub fn is_large(&self, c: CollId) -> bool {
         self.recs.get(c).is_some_and(Collation::large)
     }
 
@@ -173,7 +185,7 @@ impl Collations {
     }
 
     /// Hash of stored collation `c`'s name.
-    pub(crate) fn stored_name_hash(&self, c: u32) -> u64 {
+    pub(crate) fn stored_name_hash(&self, c: CollId) -> u64 {
         let name = &self.recs[c].name;
         if name.is_long() {
             let long = self.long_names.get(&c).map_or("", |s| &**s);
@@ -183,7 +195,7 @@ impl Collations {
         }
     }
 
-    pub fn find(&self, name: &str) -> Option<u32> {
+    pub fn find(&self, name: &str) -> Option<CollId> {
         let packed = PackedName::pack(name);
         let h = self.name_hash(packed.as_ref(), name);
         let (recs, long) = (&self.recs, &self.long_names);
@@ -197,7 +209,7 @@ impl Collations {
     }
 
     /// Collation `c`'s name.
-    pub fn name_of(&self, c: u32) -> Cow<'_, str> {
+    pub fn name_of(&self, c: CollId) -> Cow<'_, str> {
         render(&self.recs[c].name, self.long_names.get(&c).map(|s| &**s))
     }
 
@@ -208,7 +220,7 @@ impl Collations {
 
     /// The id of collation `name` with one more reference, created (with an
     /// empty stack) if needed.
-    pub fn acquire(&mut self, name: &str) -> Result<u32, QueueError> {
+    pub fn acquire(&mut self, name: &str) -> Result<CollId, QueueError> {
         if let Some(c) = self.find(name) {
             let rec = &mut self.recs[c];
             rec.refs = rec.refs.checked_add(1).ok_or(QueueError::Full)?;
@@ -219,10 +231,10 @@ impl Collations {
             .recs
             .insert(Collation {
                 name: packed.unwrap_or(PackedName::LONG),
-                head: NIL,
-                tail: NIL,
-                rhead: NIL,
-                rtail: NIL,
+                head: JobId::NIL,
+                tail: JobId::NIL,
+                rhead: NodeId::NIL,
+                rtail: NodeId::NIL,
                 len: 0,
                 refs: NonZeroU32::MIN,
             })
@@ -242,7 +254,7 @@ impl Collations {
     }
 
     /// One more reference to existing collation `c`.
-    pub fn add_ref(&mut self, c: u32) -> Result<(), QueueError> {
+    pub fn add_ref(&mut self, c: CollId) -> Result<(), QueueError> {
         let rec = self
             .recs
             .get_mut(c)
@@ -252,7 +264,7 @@ impl Collations {
     }
 
     /// Drop one reference to collation `c`; the record goes with the last.
-    pub fn release(&mut self, c: u32) {
+    pub fn release(&mut self, c: CollId) {
         let last = match self.recs.get_mut(c) {
             Some(rec) => match NonZeroU32::new(rec.refs.get() - 1) {
                 Some(r) => {
@@ -279,9 +291,14 @@ impl Collations {
     /// Put job `j` (its `skey` set) into collation `c`'s stack, in stack-key
     /// order. O(1) at either end in the small form, else O(m); O(log m) in
     /// the large form.
-    pub fn push(&mut self, c: u32, j: u32, jobs: &mut Slab<Job>) -> Result<(), QueueError> {
+    pub fn push(
+        &mut self,
+        c: CollId,
+        j: JobId,
+        jobs: &mut Slab<Job, JobId>,
+    ) -> Result<(), QueueError> {
         let skey = jobs[j].skey;
-        jobs[j].coll = c | COLLATED;
+        jobs[j].coll = CollRef::in_stack_of(c);
         let rec = &self.recs[c];
         if rec.large() {
             let large = self
@@ -290,34 +307,34 @@ impl Collations {
                 .ok_or_else(|| corrupt("large collation without its trees"))?;
             let node = large
                 .stack
-                .insert(skey, j, 0)
+                .insert(skey, j, ())
                 .ok_or_else(|| corrupt("stack key used twice in a collation"))?;
-            jobs[j].link = node;
+            jobs[j].link = JobLink::stack_node(node);
         } else {
             let (head, tail) = (rec.head, rec.tail);
-            if head == NIL {
-                jobs[j].link = NIL;
+            if head == JobId::NIL {
+                jobs[j].link = JobLink::next_job(JobId::NIL);
                 let rec = &mut self.recs[c];
                 rec.head = j;
                 rec.tail = j;
             } else if skey < jobs[head].skey {
-                jobs[j].link = head;
+                jobs[j].link = JobLink::next_job(head);
                 self.recs[c].head = j;
             } else if skey > jobs[tail].skey {
-                jobs[tail].link = j;
-                jobs[j].link = NIL;
+                jobs[tail].link = JobLink::next_job(j);
+                jobs[j].link = JobLink::next_job(JobId::NIL);
                 self.recs[c].tail = j;
             } else {
                 // Inside: after the last job with a smaller key.
                 let mut p = head;
                 loop {
-                    let next = jobs[p].link;
-                    if next == NIL || skey < jobs[next].skey {
-                        if next != NIL && jobs[next].skey == skey {
+                    let next = jobs[p].link.as_next_job();
+                    if next == JobId::NIL || skey < jobs[next].skey {
+                        if next != JobId::NIL && jobs[next].skey == skey {
                             return Err(corrupt("stack key used twice in a collation"));
                         }
-                        jobs[j].link = next;
-                        jobs[p].link = j;
+                        jobs[j].link = JobLink::next_job(next);
+                        jobs[p].link = JobLink::next_job(j);
                         break;
                     }
                     if jobs[next].skey == skey {
@@ -337,13 +354,18 @@ impl Collations {
 
     /// Take job `j` out of collation `c`'s stack; returns the position it
     /// had. The job keeps naming the collation.
-    pub fn unlink(&mut self, c: u32, j: u32, jobs: &mut Slab<Job>) -> Result<usize, QueueError> {
+    pub fn unlink(
+        &mut self,
+        c: CollId,
+        j: JobId,
+        jobs: &mut Slab<Job, JobId>,
+    ) -> Result<usize, QueueError> {
         let k = if self.recs[c].large() {
             let large = self
                 .large
                 .get_mut(&c)
                 .ok_or_else(|| corrupt("large collation without its trees"))?;
-            let node = jobs[j].link;
+            let node = jobs[j].link.as_stack_node();
             if large.stack.get_val(node) != Some(j) {
                 return Err(corrupt("job missing from its collation"));
             }
@@ -358,12 +380,12 @@ impl Collations {
             k
         } else {
             let (k, prev) = self.small_position(c, j, jobs)?;
-            let next = jobs[j].link;
+            let next = jobs[j].link.as_next_job();
             let rec = &mut self.recs[c];
-            if prev == NIL {
+            if prev == JobId::NIL {
                 rec.head = next;
             } else {
-                jobs[prev].link = next;
+                jobs[prev].link = JobLink::next_job(next);
             }
             if rec.tail == j {
                 rec.tail = prev;
@@ -371,8 +393,8 @@ impl Collations {
             k
         };
         let job = &mut jobs[j];
-        job.coll = c;
-        job.link = NIL;
+        job.coll = CollRef::new(Some(c));
+        job.link = JobLink::NONE;
         let rec = &mut self.recs[c];
         rec.len -= 1;
         if rec.len == 0 {
@@ -382,28 +404,38 @@ impl Collations {
     }
 
     /// Position of a small collation's job, with its predecessor.
-    fn small_position(&self, c: u32, j: u32, jobs: &Slab<Job>) -> Result<(usize, u32), QueueError> {
+    fn small_position(
+        &self,
+        c: CollId,
+        j: JobId,
+        jobs: &Slab<Job, JobId>,
+    ) -> Result<(usize, JobId), QueueError> {
         let rec = &self.recs[c];
-        let (mut prev, mut cur, mut k) = (NIL, rec.head, 0usize);
+        let (mut prev, mut cur, mut k) = (JobId::NIL, rec.head, 0usize);
         while cur != j {
-            if cur == NIL || k > rec.len as usize {
+            if cur == JobId::NIL || k > rec.len as usize {
                 return Err(corrupt("job missing from its collation"));
             }
             prev = cur;
-            cur = jobs[cur].link;
+            cur = jobs[cur].link.as_next_job();
             k += 1;
         }
         Ok((k, prev))
     }
 
     /// Position (0 = front) of job `j` in collation `c`'s stack.
-    pub fn position(&self, c: u32, j: u32, jobs: &Slab<Job>) -> Result<usize, QueueError> {
+    pub fn position(
+        &self,
+        c: CollId,
+        j: JobId,
+        jobs: &Slab<Job, JobId>,
+    ) -> Result<usize, QueueError> {
         if self.recs[c].large() {
             let large = self
                 .large
                 .get(&c)
                 .ok_or_else(|| corrupt("large collation without its trees"))?;
-            let node = jobs[j].link;
+            let node = jobs[j].link.as_stack_node();
             if large.stack.get_val(node) != Some(j) {
                 return Err(corrupt("job missing from its collation"));
             }
@@ -417,7 +449,7 @@ impl Collations {
     }
 
     /// The job at position `k` of collation `c`'s stack.
-    pub fn job_at(&self, c: u32, k: usize, jobs: &Slab<Job>) -> Option<u32> {
+    pub fn job_at(&self, c: CollId, k: usize, jobs: &Slab<Job, JobId>) -> Option<JobId> {
         if self.recs.get(c)?.large() {
             let large = self.large.get(&c)?;
             large.stack.nth(k).map(|n| large.stack.val(n))
@@ -427,26 +459,26 @@ impl Collations {
     }
 
     /// The front (next to pop) of collation `c`'s stack.
-    pub fn front(&self, c: u32) -> Option<u32> {
+    pub fn front(&self, c: CollId) -> Option<JobId> {
         let rec = self.recs.get(c)?;
         if rec.large() {
             let large = self.large.get(&c)?;
             large.stack.first().map(|n| large.stack.val(n))
         } else {
-            (rec.head != NIL).then_some(rec.head)
+            rec.head.some()
         }
     }
 
     /// Job ids of collation `c`'s stack, front first.
-    pub fn stack<'a>(&'a self, c: u32, jobs: &'a Slab<Job>) -> Members<'a> {
+    pub fn stack<'a>(&'a self, c: CollId, jobs: &'a Slab<Job, JobId>) -> StackMembers<'a> {
         match self.recs.get(c) {
             Some(rec) if rec.large() => match self.large.get(&c) {
                 Some(large) => Members::Large(large.stack.iter(), &large.stack),
                 None => Members::Empty,
             },
             rec => Members::Small {
-                cur: rec.map_or(NIL, |r| r.head),
-                next: Box::new(move |j| jobs[j].link),
+                cur: rec.map_or(JobId::NIL, |r| r.head),
+                next: Box::new(move |j| jobs[j].link.as_next_job()),
             },
         }
     }
@@ -457,9 +489,9 @@ impl Collations {
     /// collation `c`'s reservations, in key order.
     pub fn add_res(
         &mut self,
-        c: u32,
-        n: u32,
-        index: &mut OrderIndex<NodeKey>,
+        c: CollId,
+        n: NodeId,
+        index: &mut GlobalOrder,
     ) -> Result<(), QueueError> {
         let key = *index.key(n);
         let rec = &self.recs[c];
@@ -470,32 +502,32 @@ impl Collations {
                 .ok_or_else(|| corrupt("large collation without its trees"))?;
             let rn = large
                 .res
-                .insert(key, n, 0)
+                .insert(key, n, ())
                 .ok_or_else(|| corrupt("duplicate reservation"))?;
-            index.set_aux(n, rn);
+            index.set_aux(n, ResLink::tree_node(rn));
             return Ok(());
         }
         let (rhead, rtail) = (rec.rhead, rec.rtail);
-        if rtail == NIL {
-            index.set_aux(n, NIL);
+        if rtail == NodeId::NIL {
+            index.set_aux(n, ResLink::next(NodeId::NIL));
             let rec = &mut self.recs[c];
             rec.rhead = n;
             rec.rtail = n;
         } else if *index.key(rtail) < key {
-            index.set_aux(rtail, n);
-            index.set_aux(n, NIL);
+            index.set_aux(rtail, ResLink::next(n));
+            index.set_aux(n, ResLink::next(NodeId::NIL));
             self.recs[c].rtail = n;
         } else if key < *index.key(rhead) {
-            index.set_aux(n, rhead);
+            index.set_aux(n, ResLink::next(rhead));
             self.recs[c].rhead = n;
         } else {
             // Inside: after the last reservation below `key`.
             let mut p = rhead;
             loop {
-                let next = index.aux(p);
-                if next == NIL || key < *index.key(next) {
-                    index.set_aux(n, next);
-                    index.set_aux(p, n);
+                let next = index.aux(p).as_next();
+                if next == NodeId::NIL || key < *index.key(next) {
+                    index.set_aux(n, ResLink::next(next));
+                    index.set_aux(p, ResLink::next(n));
                     break;
                 }
                 p = next;
@@ -508,10 +540,10 @@ impl Collations {
     /// caller removes it from the global order); returns its node.
     pub fn unlink_res_at(
         &mut self,
-        c: u32,
+        c: CollId,
         k: usize,
-        index: &mut OrderIndex<NodeKey>,
-    ) -> Result<u32, QueueError> {
+        index: &mut GlobalOrder,
+    ) -> Result<NodeId, QueueError> {
         if self.recs[c].large() {
             let large = self
                 .large
@@ -526,36 +558,36 @@ impl Collations {
             if large.wants_compaction() && !self.sparse.contains(&c) {
                 self.sparse.push(c);
             }
-            index.set_aux(n, NIL);
+            index.set_aux(n, ResLink::NONE);
             return Ok(n);
         }
-        let (mut prev, mut cur) = (NIL, self.recs[c].rhead);
+        let (mut prev, mut cur) = (NodeId::NIL, self.recs[c].rhead);
         for _ in 0..k {
-            if cur == NIL {
+            if cur == NodeId::NIL {
                 break;
             }
             prev = cur;
-            cur = index.aux(cur);
+            cur = index.aux(cur).as_next();
         }
-        if cur == NIL {
+        if cur == NodeId::NIL {
             return Err(corrupt("collation has too few reservations"));
         }
-        let next = index.aux(cur);
+        let next = index.aux(cur).as_next();
         let rec = &mut self.recs[c];
-        if prev == NIL {
+        if prev == NodeId::NIL {
             rec.rhead = next;
         } else {
-            index.set_aux(prev, next);
+            index.set_aux(prev, ResLink::next(next));
         }
         if rec.rtail == cur {
             rec.rtail = prev;
         }
-        index.set_aux(cur, NIL);
+        index.set_aux(cur, ResLink::NONE);
         Ok(cur)
     }
 
     /// The `k`-th earliest reservation of collation `c`.
-    pub fn res_at(&self, c: u32, k: usize, index: &OrderIndex<NodeKey>) -> Result<u32, QueueError> {
+    pub fn res_at(&self, c: CollId, k: usize, index: &GlobalOrder) -> Result<NodeId, QueueError> {
         let found = if self.recs[c].large() {
             self.large
                 .get(&c)
@@ -567,15 +599,10 @@ impl Collations {
     }
 
     /// Rank (0 = earliest) of reservation `n` among collation `c`'s.
-    pub fn res_rank(
-        &self,
-        c: u32,
-        n: u32,
-        index: &OrderIndex<NodeKey>,
-    ) -> Result<usize, QueueError> {
+    pub fn res_rank(&self, c: CollId, n: NodeId, index: &GlobalOrder) -> Result<usize, QueueError> {
         let found = if self.recs[c].large() {
             self.large.get(&c).and_then(|l| {
-                let rn = index.aux(n);
+                let rn = index.aux(n).as_tree_node();
                 (l.res.get_val(rn) == Some(n))
                     .then(|| l.res.rank(rn))
                     .flatten()
@@ -587,26 +614,26 @@ impl Collations {
     }
 
     /// The earliest reservation of collation `c`.
-    pub fn first_res(&self, c: u32) -> Option<u32> {
+    pub fn first_res(&self, c: CollId) -> Option<NodeId> {
         let rec = self.recs.get(c)?;
         if rec.large() {
             let large = self.large.get(&c)?;
             large.res.first().map(|rn| large.res.val(rn))
         } else {
-            (rec.rhead != NIL).then_some(rec.rhead)
+            rec.rhead.some()
         }
     }
 
     /// Reservation nodes of collation `c`, in key order.
-    pub fn reservations<'a>(&'a self, c: u32, index: &'a OrderIndex<NodeKey>) -> Members<'a> {
+    pub fn reservations<'a>(&'a self, c: CollId, index: &'a GlobalOrder) -> ResMembers<'a> {
         match self.recs.get(c) {
             Some(rec) if rec.large() => match self.large.get(&c) {
-                Some(large) => Members::LargeRes(large.res.iter(), &large.res),
+                Some(large) => Members::Large(large.res.iter(), &large.res),
                 None => Members::Empty,
             },
             rec => Members::Small {
-                cur: rec.map_or(NIL, |r| r.rhead),
-                next: Box::new(move |n| index.aux(n)),
+                cur: rec.map_or(NodeId::NIL, |r| r.rhead),
+                next: Box::new(move |n| index.aux(n).as_next()),
             },
         }
     }
@@ -619,9 +646,9 @@ impl Collations {
     /// O(m) operations in the other direction.
     pub fn settle(
         &mut self,
-        c: u32,
-        jobs: &mut Slab<Job>,
-        index: &mut OrderIndex<NodeKey>,
+        c: CollId,
+        jobs: &mut Slab<Job, JobId>,
+        index: &mut GlobalOrder,
     ) -> Result<(), QueueError> {
         let Some(rec) = self.recs.get(c) else {
             return Ok(());
@@ -637,12 +664,12 @@ impl Collations {
 
     fn promote(
         &mut self,
-        c: u32,
-        jobs: &mut Slab<Job>,
-        index: &mut OrderIndex<NodeKey>,
+        c: CollId,
+        jobs: &mut Slab<Job, JobId>,
+        index: &mut GlobalOrder,
     ) -> Result<(), QueueError> {
-        let stack: Vec<u32> = self.stack(c, jobs).collect();
-        let res: Vec<u32> = self.reservations(c, index).collect();
+        let stack: Vec<JobId> = self.stack(c, jobs).collect();
+        let res: Vec<NodeId> = self.reservations(c, index).collect();
         let mut large = Large {
             stack: OrderIndex::new(),
             res: OrderIndex::new(),
@@ -650,55 +677,55 @@ impl Collations {
         for j in stack {
             let node = large
                 .stack
-                .insert(jobs[j].skey, j, 0)
+                .insert(jobs[j].skey, j, ())
                 .ok_or_else(|| corrupt("stack key used twice in a collation"))?;
-            jobs[j].link = node;
+            jobs[j].link = JobLink::stack_node(node);
         }
         for n in res {
             let rn = large
                 .res
-                .insert(*index.key(n), n, 0)
+                .insert(*index.key(n), n, ())
                 .ok_or_else(|| corrupt("duplicate reservation"))?;
-            index.set_aux(n, rn);
+            index.set_aux(n, ResLink::tree_node(rn));
         }
         let rec = &mut self.recs[c];
-        rec.head = LARGE;
-        rec.tail = NIL;
-        rec.rhead = NIL;
-        rec.rtail = NIL;
+        rec.head = JobId::from_raw(LARGE);
+        rec.tail = JobId::NIL;
+        rec.rhead = NodeId::NIL;
+        rec.rtail = NodeId::NIL;
         self.large.insert(c, Box::new(large));
         Ok(())
     }
 
     fn demote(
         &mut self,
-        c: u32,
-        jobs: &mut Slab<Job>,
-        index: &mut OrderIndex<NodeKey>,
+        c: CollId,
+        jobs: &mut Slab<Job, JobId>,
+        index: &mut GlobalOrder,
     ) -> Result<(), QueueError> {
         let large = self
             .large
             .remove(&c)
             .ok_or_else(|| corrupt("large collation without its trees"))?;
-        let stack: Vec<u32> = large.stack.iter().map(|n| large.stack.val(n)).collect();
-        let res: Vec<u32> = large.res.iter().map(|n| large.res.val(n)).collect();
+        let stack: Vec<JobId> = large.stack.iter().map(|n| large.stack.val(n)).collect();
+        let res: Vec<NodeId> = large.res.iter().map(|n| large.res.val(n)).collect();
         for w in stack.windows(2) {
-            jobs[w[0]].link = w[1];
+            jobs[w[0]].link = JobLink::next_job(w[1]);
         }
         for w in res.windows(2) {
-            index.set_aux(w[0], w[1]);
+            index.set_aux(w[0], ResLink::next(w[1]));
         }
         if let Some(&last) = stack.last() {
-            jobs[last].link = NIL;
+            jobs[last].link = JobLink::next_job(JobId::NIL);
         }
         if let Some(&last) = res.last() {
-            index.set_aux(last, NIL);
+            index.set_aux(last, ResLink::next(NodeId::NIL));
         }
         let rec = &mut self.recs[c];
-        rec.head = stack.first().copied().unwrap_or(NIL);
-        rec.tail = stack.last().copied().unwrap_or(NIL);
-        rec.rhead = res.first().copied().unwrap_or(NIL);
-        rec.rtail = res.last().copied().unwrap_or(NIL);
+        rec.head = JobId::or_nil(stack.first().copied());
+        rec.tail = JobId::or_nil(stack.last().copied());
+        rec.rhead = NodeId::or_nil(res.first().copied());
+        rec.rtail = NodeId::or_nil(res.last().copied());
         Ok(())
     }
 
@@ -725,10 +752,10 @@ impl Collations {
     /// record, and (large form) every tree node points back at its record.
     pub fn check_members(
         &self,
-        c: u32,
+        c: CollId,
         name: &str,
-        jobs: &Slab<Job>,
-        index: &OrderIndex<NodeKey>,
+        jobs: &Slab<Job, JobId>,
+        index: &GlobalOrder,
     ) -> Result<(), String> {
         let rec = &self.recs[c];
         let len = rec.len as usize;
@@ -750,8 +777,8 @@ impl Collations {
                 let job = jobs
                     .get(j)
                     .ok_or("a collation stack names a missing job (invariant 1)")?;
-                if job.coll != c | COLLATED
-                    || job.link != node
+                if job.coll != CollRef::in_stack_of(c)
+                    || job.link != JobLink::stack_node(node)
                     || job.skey != *large.stack.key(node)
                 {
                     return Err(format!(
@@ -762,8 +789,8 @@ impl Collations {
             for rn in large.res.iter() {
                 let n = large.res.val(rn);
                 if !index.is_live(n)
-                    || index.val(n) != c | OWNED_BY_COLLATION
-                    || index.aux(n) != rn
+                    || index.val(n) != Owner::collation(c)
+                    || index.aux(n) != ResLink::tree_node(rn)
                     || index.key(n) != large.res.key(rn)
                 {
                     return Err(format!("collation {name} lists a reservation not its own"));
@@ -774,39 +801,39 @@ impl Collations {
         if self.large.contains_key(&c) || rec.len > PROMOTE_ABOVE {
             return Err(format!("collation {name} is small but large"));
         }
-        let (mut j, mut last, mut k) = (rec.head, NIL, 0usize);
-        while j != NIL && k <= len {
+        let (mut j, mut last, mut k) = (rec.head, JobId::NIL, 0usize);
+        while j != JobId::NIL && k <= len {
             let job = jobs
                 .get(j)
                 .ok_or("a collation stack names a missing job (invariant 1)")?;
-            if job.coll != c | COLLATED {
+            if job.coll != CollRef::in_stack_of(c) {
                 return Err(format!(
                     "a job in collation {name}'s stack does not say it is there"
                 ));
             }
-            if last != NIL && jobs[last].skey >= job.skey {
+            if last != JobId::NIL && jobs[last].skey >= job.skey {
                 return Err(format!("collation {name}'s stack is out of order"));
             }
             last = j;
-            j = job.link;
+            j = job.link.as_next_job();
             k += 1;
         }
-        if k != len || j != NIL || rec.tail != last {
+        if k != len || j != JobId::NIL || rec.tail != last {
             return Err(format!("collation {name}'s stack is malformed"));
         }
-        let (mut n, mut last, mut k) = (rec.rhead, NIL, 0usize);
-        while n != NIL && k <= len {
-            if !index.is_live(n) || index.val(n) != c | OWNED_BY_COLLATION {
+        let (mut n, mut last, mut k) = (rec.rhead, NodeId::NIL, 0usize);
+        while n != NodeId::NIL && k <= len {
+            if !index.is_live(n) || index.val(n) != Owner::collation(c) {
                 return Err(format!("collation {name} lists a reservation not its own"));
             }
-            if last != NIL && index.key(last) >= index.key(n) {
+            if last != NodeId::NIL && index.key(last) >= index.key(n) {
                 return Err(format!("collation {name}'s reservations are out of order"));
             }
             last = n;
-            n = index.aux(n);
+            n = index.aux(n).as_next();
             k += 1;
         }
-        if k != len || n != NIL || rec.rtail != last {
+        if k != len || n != NodeId::NIL || rec.rtail != last {
             return Err(format!("collation {name}'s reservations are malformed"));
         }
         Ok(())
@@ -821,5 +848,13 @@ mod tests {
     fn collation_record_is_compact() {
         // docs/design.md, "Memory": the name packed in 8 bytes, six u32.
         assert_eq!(std::mem::size_of::<Option<Collation>>(), 32);
+    }
+
+    #[test]
+    fn large_collation_trees_are_compact() {
+        // docs/design.md: a large collation's trees cost 56 bytes per job
+        // (a stack node 24, a reservation node 32).
+        assert_eq!(StackTree::NODE_BYTES, 24);
+        assert_eq!(ResTree::NODE_BYTES, 32);
     }
 }

@@ -28,12 +28,13 @@
 //! size does not thrash.
 
 use super::collation::{Collation, Collations, Large};
+use super::collation::{ResTree, StackTree};
 use super::containers::shrink_map;
-use super::containers::slab::{Slab, NIL};
-use super::containers::treap::OrderIndex;
-use super::job::{Job, COLLATED};
+use super::containers::Slab;
+use super::ids::{CollId, JobId, NodeId};
+use super::job::{Job, JobLink};
 use super::queue::{key_hash, Queue};
-use super::reservation::{NodeKey, OWNED_BY_COLLATION};
+use super::reservation::{GlobalOrder, NodeKey, Owner, OwnerRef, ResLink};
 
 /// Record moves a write does after its own work (each O(log n), or O(64)
 /// in a small collation): a drain of n jobs needs fewer than n moves in
@@ -84,7 +85,7 @@ impl Queue {
     }
 
     /// Job `from` moves to free slot `to`.
-    fn relocate_job(&mut self, from: u32, to: u32) {
+    fn relocate_job(&mut self, from: JobId, to: JobId) {
         let Some(job) = self.jobs.get(from) else {
             return;
         };
@@ -100,15 +101,15 @@ impl Queue {
             if let Some(c) = coll {
                 self.colls.relocate_stack_job(c, from, to, &mut self.jobs);
             }
-        } else if link != NIL {
-            self.index.set_val(link, to);
+        } else if link != JobLink::NONE {
+            self.index.set_val(link.as_reservation(), Owner::job(to));
         }
         let moved = self.jobs.move_record(from, to);
-        debug_assert!(moved, "job {from} not moved to free slot {to}");
+        debug_assert!(moved, "job {from:?} not moved to free slot {to:?}");
     }
 
     /// Reservation node `from` moves to free slot `to`.
-    fn relocate_node(&mut self, from: u32, to: u32) {
+    fn relocate_node(&mut self, from: NodeId, to: NodeId) {
         if !self.index.is_live(from) {
             return;
         }
@@ -117,15 +118,17 @@ impl Queue {
         let Some(n) = self.index.relocate(from, to) else {
             return;
         };
-        if owner & OWNED_BY_COLLATION != 0 {
-            let c = owner & !OWNED_BY_COLLATION;
-            self.colls.relocate_res(c, from, n, &mut self.index);
-            self.caps.relocate_node(rk, from, n, Some(c));
-        } else {
-            if let Some(job) = self.jobs.get_mut(owner) {
-                job.link = n;
+        match owner.get() {
+            OwnerRef::Collation(c) => {
+                self.colls.relocate_res(c, from, n, &mut self.index);
+                self.caps.relocate_node(rk, from, n, Some(c));
             }
-            self.caps.relocate_node(rk, from, n, None);
+            OwnerRef::Job(j) => {
+                if let Some(job) = self.jobs.get_mut(j) {
+                    job.link = JobLink::reservation(n);
+                }
+                self.caps.relocate_node(rk, from, n, None);
+            }
         }
         if let Some(nonce) = self.nonces.remove(&from) {
             self.nonces.insert(n, nonce);
@@ -134,14 +137,15 @@ impl Queue {
 
     /// Collation `from` (every reference a job of its stack) moves to free
     /// slot `to`; returns the work done (its jobs and reservations).
-    fn relocate_collation(&mut self, from: u32, to: u32) -> usize {
-        let stack: Vec<u32> = self.colls.stack(from, &self.jobs).collect();
-        let res: Vec<u32> = self.colls.reservations(from, &self.index).collect();
+    fn relocate_collation(&mut self, from: CollId, to: CollId) -> usize {
+        let stack: Vec<JobId> = self.colls.stack(from, &self.jobs).collect();
+        let res: Vec<NodeId> = self.colls.reservations(from, &self.index).collect();
         for &j in &stack {
-            self.jobs[j].coll = to | COLLATED;
+            let job = &mut self.jobs[j];
+            job.coll = job.coll.renamed(to);
         }
         for &n in &res {
-            self.index.set_val(n, to | OWNED_BY_COLLATION);
+            self.index.set_val(n, Owner::collation(to));
         }
         self.colls.relocate(from, to);
         self.caps.relocate_collation(from, to);
@@ -160,28 +164,28 @@ impl Queue {
             if !large.wants_compaction() {
                 continue;
             }
-            let stack: Vec<(i64, u32)> = large
+            let stack: Vec<(i64, JobId)> = large
                 .stack
                 .iter()
                 .map(|n| (*large.stack.key(n), large.stack.val(n)))
                 .collect();
-            let res: Vec<(NodeKey, u32)> = large
+            let res: Vec<(NodeKey, NodeId)> = large
                 .res
                 .iter()
                 .map(|n| (*large.res.key(n), large.res.val(n)))
                 .collect();
             let mut fresh = Large {
-                stack: OrderIndex::new(),
-                res: OrderIndex::new(),
+                stack: StackTree::new(),
+                res: ResTree::new(),
             };
             for (skey, j) in stack {
-                if let Some(node) = fresh.stack.insert(skey, j, 0) {
-                    self.jobs[j].link = node;
+                if let Some(node) = fresh.stack.insert(skey, j, ()) {
+                    self.jobs[j].link = JobLink::stack_node(node);
                 }
             }
             for (key, n) in res {
-                if let Some(rn) = fresh.res.insert(key, n, 0) {
-                    self.index.set_aux(n, rn);
+                if let Some(rn) = fresh.res.insert(key, n, ()) {
+                    self.index.set_aux(n, ResLink::tree_node(rn));
                 }
             }
             done += 1 + fresh.stack.len() + fresh.res.len();
@@ -201,10 +205,16 @@ impl Large {
 impl Collations {
     /// Job `from` of collation `c`'s stack now lives at `to` (its record is
     /// still at `from`: the caller moves it after).
-    fn relocate_stack_job(&mut self, c: u32, from: u32, to: u32, jobs: &mut Slab<Job>) {
+    fn relocate_stack_job(
+        &mut self,
+        c: CollId,
+        from: JobId,
+        to: JobId,
+        jobs: &mut Slab<Job, JobId>,
+    ) {
         if self.is_large(c) {
             if let (Some(large), Some(job)) = (self.large.get_mut(&c), jobs.get(from)) {
-                large.stack.set_val(job.link, to);
+                large.stack.set_val(job.link.as_stack_node(), to);
             }
             return;
         }
@@ -219,10 +229,10 @@ impl Collations {
             return;
         }
         let mut p = rec.head;
-        while p != NIL {
-            let next = jobs[p].link;
+        while p != JobId::NIL {
+            let next = jobs[p].link.as_next_job();
             if next == from {
-                jobs[p].link = to;
+                jobs[p].link = JobLink::next_job(to);
                 return;
             }
             p = next;
@@ -231,9 +241,9 @@ impl Collations {
 
     /// Reservation `from` of collation `c` is now node `to` (already moved
     /// in the global order, its `aux` kept).
-    fn relocate_res(&mut self, c: u32, from: u32, to: u32, index: &mut OrderIndex<NodeKey>) {
+    fn relocate_res(&mut self, c: CollId, from: NodeId, to: NodeId, index: &mut GlobalOrder) {
         if self.is_large(c) {
-            let rn = index.aux(to);
+            let rn = index.aux(to).as_tree_node();
             if let Some(large) = self.large.get_mut(&c) {
                 large.res.set_val(rn, to);
             }
@@ -250,10 +260,10 @@ impl Collations {
             return;
         }
         let mut p = rec.rhead;
-        while p != NIL {
-            let next = index.aux(p);
+        while p != NodeId::NIL {
+            let next = index.aux(p).as_next();
             if next == from {
-                index.set_aux(p, to);
+                index.set_aux(p, ResLink::next(to));
                 return;
             }
             p = next;
@@ -262,7 +272,7 @@ impl Collations {
 
     /// Collation record `from` moves to free slot `to` (its jobs and
     /// reservations already name `to`).
-    fn relocate(&mut self, from: u32, to: u32) {
+    fn relocate(&mut self, from: CollId, to: CollId) {
         let h = self.stored_name_hash(from);
         self.by_name.replace(h, from, to);
         if let Some(name) = self.long_names.remove(&from) {
@@ -272,7 +282,7 @@ impl Collations {
             self.large.insert(to, large);
         }
         let moved = self.recs.move_record(from, to);
-        debug_assert!(moved, "collation {from} not moved to free slot {to}");
+        debug_assert!(moved, "collation {from:?} not moved to free slot {to:?}");
     }
 
     /// Shrink the name table and maps when sparse.

@@ -5,6 +5,7 @@
 //! - `containers`: slab, id table, order-statistic treap, id maps (records
 //!   and ids only; nothing of jobs)
 //! - `queue`: the queue and its operations
+//! - `ids`: the typed ids of records (job, collation, node)
 //! - `job`, `reservation`: the records of jobs and reservations
 //! - `collation`: collations, their stacks and reservations (small and large forms)
 //! - `names`: collation names packed into their record
@@ -31,6 +32,7 @@ pub mod containers;
 pub mod error;
 pub mod gates;
 pub mod held;
+pub mod ids;
 pub mod inspect;
 pub mod job;
 pub mod lifetime;

@@ -8,7 +8,8 @@ use std::collections::BTreeSet;
 use super::config::{key_hash, JobKey, KeyMap};
 use super::containers::idmap::IdMap;
 use super::containers::shrink_map;
-use super::containers::{IdTable, Slab, NIL};
+use super::containers::{IdTable, Slab};
+use super::ids::CollId;
 
 /// How long a cancelled lease is remembered after its deadline, so the
 /// worker's late EXTEND/ACK is told "cancelled" rather than "unknown".
@@ -20,15 +21,15 @@ pub struct Parked {
     pub payload: Box<[u8]>,
     pub created_at: i64,
     pub attempts: u32,
-    /// The collation its config named (`NIL`: none). The parked job holds
-    /// a reference on that collation's record, so the id stays valid.
-    pub coll: u32,
+    /// The collation its config named. The parked job holds a reference
+    /// on that collation's record, so the id stays valid.
+    pub coll: Option<CollId>,
     pub immediate: bool,
 }
 
 impl Parked {
-    pub fn coll_id(&self) -> Option<u32> {
-        (self.coll != NIL).then_some(self.coll)
+    pub fn coll_id(&self) -> Option<CollId> {
+        self.coll
     }
 }
 
@@ -292,7 +293,7 @@ mod tests {
                 payload: vec![k; 3].into(),
                 created_at: 1,
                 attempts: 1,
-                coll: NIL,
+                coll: None,
                 immediate: false,
             },
             superseded: false,

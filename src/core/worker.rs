@@ -32,6 +32,7 @@ use std::borrow::Cow;
 use super::config::JobKey;
 use super::containers::idmap::IdMap;
 use super::error::QueueError;
+use super::ids::CollId;
 use super::job::LoadedJob;
 use super::limits::{lease_deadline, valid_time, MAX_TIME, SEQ_LIMIT};
 use super::queue::{JobInfo, Queue};
@@ -811,7 +812,7 @@ impl Queue {
     }
 
     /// Collation `c`'s running count (leased jobs naming it).
-    pub fn running(&self, c: u32) -> u32 {
+    pub fn running(&self, c: CollId) -> u32 {
         if self.caps.on() {
             self.caps.running(c)
         } else {
@@ -820,8 +821,8 @@ impl Queue {
     }
 
     /// Running counts per collation, counted from the leases: O(leases).
-    pub(crate) fn running_counts(&self) -> IdMap<u32, u32> {
-        let mut running: IdMap<u32, u32> = IdMap::default();
+    pub(crate) fn running_counts(&self) -> IdMap<CollId, u32> {
+        let mut running: IdMap<CollId, u32> = IdMap::default();
         for l in self.work.leases.values() {
             if let Some(c) = l.job.coll_id() {
                 *running.entry(c).or_insert(0) += 1;

@@ -2,7 +2,12 @@
 //! holds only ids (and a tag and displacement in their spare bits); the
 //! caller supplies each id's hash and the key comparison.
 
-use super::slab::NIL;
+use std::marker::PhantomData;
+
+use super::slab::SlabId;
+
+/// An empty slot (no id reaches it: ids stay below `slab::MAX_ID`).
+const NIL: u32 = u32::MAX;
 
 /// A set of ids found by a 64-bit hash of their record's key: linear probing
 /// over a table of `u32` at most 3/4 full, grown by half (not doubled, so
@@ -27,11 +32,34 @@ use super::slab::NIL;
 /// tag is a prefix of the longer one): one pass over the slots. In the
 /// widest tables the displacement narrows (to none at 2^29 ids and more)
 /// so that two tag bits stay.
-#[derive(Clone, Debug, Default)]
-pub struct IdTable {
+#[derive(Debug)]
+pub struct IdTable<I = u32> {
     slots: Vec<u32>,
     len: usize,
     id_bits: u32,
+    ids: PhantomData<fn() -> I>,
+}
+
+impl<I> Clone for IdTable<I> {
+    fn clone(&self) -> Self {
+        IdTable {
+            slots: self.slots.clone(),
+            len: self.len,
+            id_bits: self.id_bits,
+            ids: PhantomData,
+        }
+    }
+}
+
+impl<I> Default for IdTable<I> {
+    fn default() -> Self {
+        IdTable {
+            slots: Vec::new(),
+            len: 0,
+            id_bits: 0,
+            ids: PhantomData,
+        }
+    }
 }
 
 /// The fewest id bits that leave `id` below the all-ones id (so no slot
@@ -46,7 +74,7 @@ fn disp_bits_for(id_bits: u32) -> u32 {
     30u32.saturating_sub(id_bits).min(3)
 }
 
-impl IdTable {
+impl<I: SlabId> IdTable<I> {
     pub fn len(&self) -> usize {
         self.len
     }
@@ -124,12 +152,12 @@ impl IdTable {
 
     /// Rebuild with a load of 3/8 (so it neither grows nor shrinks again
     /// soon). O(len + slots).
-    pub fn shrink(&mut self, hash_of: impl Fn(u32) -> u64) {
+    pub fn shrink(&mut self, hash_of: impl Fn(I) -> u64) {
         let cap = ((self.len * 8).div_ceil(3)).max(8);
         if cap >= self.slots.len() {
             return;
         }
-        self.rebuild(cap, hash_of);
+        self.rebuild(cap, |x| hash_of(I::from_raw(x)));
     }
 
     /// Re-place every id in a table of `cap` slots, with the id width the
@@ -175,7 +203,8 @@ impl IdTable {
     }
 
     /// Record `from` (found by `hash`) now has id `to`.
-    pub fn replace(&mut self, hash: u64, from: u32, to: u32) -> bool {
+    pub fn replace(&mut self, hash: u64, from: I, to: I) -> bool {
+        let (from, to) = (from.raw(), to.raw());
         if self.slots.is_empty() {
             return false;
         }
@@ -197,7 +226,7 @@ impl IdTable {
     }
 
     /// The id whose record `is` the wanted one.
-    pub fn find(&self, hash: u64, mut is: impl FnMut(u32) -> bool) -> Option<u32> {
+    pub fn find(&self, hash: u64, mut is: impl FnMut(I) -> bool) -> Option<I> {
         if self.slots.is_empty() {
             return None;
         }
@@ -208,8 +237,8 @@ impl IdTable {
             if slot == NIL {
                 return None;
             }
-            if slot & tmask == t && is(slot & mask) {
-                return Some(slot & mask);
+            if slot & tmask == t && is(I::from_raw(slot & mask)) {
+                return Some(I::from_raw(slot & mask));
             }
             i = self.next(i);
         }
@@ -218,7 +247,7 @@ impl IdTable {
     /// Every id of `hash`'s probe run whose tag matches: the ids that may
     /// be records with that hash (a table holding several ids of equal
     /// hash, as leases sharing a key, yields them all).
-    pub fn candidates(&self, hash: u64) -> impl Iterator<Item = u32> + '_ {
+    pub fn candidates(&self, hash: u64) -> impl Iterator<Item = I> + '_ {
         let (t, tmask, mask) = (self.tag(hash), self.tag_mask(), self.id_mask());
         let mut i = if self.slots.is_empty() {
             None
@@ -234,7 +263,7 @@ impl IdTable {
             }
             i = Some(self.next(at));
             if slot & tmask == t {
-                return Some(slot & mask);
+                return Some(I::from_raw(slot & mask));
             }
         })
     }
@@ -251,26 +280,27 @@ impl IdTable {
 
     /// Add `id` (not present yet). `hash_of` gives the hash of any stored id
     /// (needed when the table grows).
-    pub fn insert(&mut self, hash: u64, id: u32, hash_of: impl Fn(u32) -> u64) {
+    pub fn insert(&mut self, hash: u64, id: I, hash_of: impl Fn(I) -> u64) {
         if self.full() {
-            self.rebuild(self.grown(), hash_of);
+            self.rebuild(self.grown(), |x| hash_of(I::from_raw(x)));
         }
-        self.add(hash, id);
+        self.add(hash, id.raw());
     }
 
     /// `insert`, where growing takes the stored ids with their hashes from
     /// `all` (every id stored, and maybe `id` itself): the records in their
     /// slab's order, read front to back, where `hash_of` would read them in
     /// the table's order, one cache miss each in a large queue.
-    pub fn insert_with<I: Iterator<Item = (u64, u32)>>(
+    pub fn insert_with<It: Iterator<Item = (u64, I)>>(
         &mut self,
         hash: u64,
-        id: u32,
-        all: impl FnOnce() -> I,
+        id: I,
+        all: impl FnOnce() -> It,
     ) {
+        let id = id.raw();
         if self.full() {
             let mut items = Vec::with_capacity(self.len + 1);
-            items.extend(all().filter(|x| x.1 != id));
+            items.extend(all().map(|(h, x)| (h, x.raw())).filter(|x| x.1 != id));
             if items.len() == self.len {
                 self.place_all(self.grown(), items);
             } else {
@@ -304,7 +334,9 @@ impl IdTable {
 
     /// Remove `id` (found by `hash`). `hash_of` gives the hash of a stored
     /// id: needed only for ids displaced too far to say so in their slot.
-    pub fn remove(&mut self, hash: u64, id: u32, hash_of: impl Fn(u32) -> u64) -> bool {
+    pub fn remove(&mut self, hash: u64, id: I, hash_of: impl Fn(I) -> u64) -> bool {
+        let id = id.raw();
+        let hash_of = |x: u32| hash_of(I::from_raw(x));
         if self.slots.is_empty() {
             return false;
         }
@@ -489,7 +521,7 @@ mod tests {
         let mut same: Vec<u32> = t.candidates(h(7)).filter(|&i| i < 10).collect();
         same.sort_unstable();
         assert_eq!(same, (0..10).collect::<Vec<_>>());
-        assert_eq!(IdTable::default().candidates(h(7)).count(), 0);
+        assert_eq!(IdTable::<u32>::default().candidates(h(7)).count(), 0);
     }
 
     #[test]

@@ -19,6 +19,8 @@
 //! room to grow again first, so a queue that oscillates around a size does
 //! not thrash.
 
+use std::marker::PhantomData;
+
 /// The id that means "none".
 pub const NIL: u32 = u32::MAX;
 
@@ -31,9 +33,28 @@ const CHUNK_BYTES: usize = 256 << 10;
 /// Slabs smaller than this many slots never shrink (not worth it).
 const MIN_SHRINK_SLOTS: usize = 1024;
 
+/// The type of a slab's ids: a `u32` (tests, leases) or a
+/// `#[repr(transparent)]` newtype of one (`core::ids`), so a slab of jobs
+/// cannot be indexed by a collation's id.
+pub trait SlabId: Copy + Eq + std::fmt::Debug {
+    fn from_raw(raw: u32) -> Self;
+    fn raw(self) -> u32;
+}
+
+impl SlabId for u32 {
+    #[inline]
+    fn from_raw(raw: u32) -> Self {
+        raw
+    }
+    #[inline]
+    fn raw(self) -> u32 {
+        self
+    }
+}
+
 /// Records addressed by `u32` ids; freed ids are reused, last freed first.
-#[derive(Clone, Debug)]
-pub struct Slab<T> {
+#[derive(Debug)]
+pub struct Slab<T, I = u32> {
     chunks: Vec<Vec<Option<T>>>,
     free: Vec<u32>,
     len: usize,
@@ -47,9 +68,24 @@ pub struct Slab<T> {
     /// move above its bound: the next shrink waits until half of them are
     /// gone, so unmovable records do not make every command scan again.
     settled: usize,
+    ids: PhantomData<fn() -> I>,
 }
 
-impl<T> Default for Slab<T> {
+impl<T: Clone, I> Clone for Slab<T, I> {
+    fn clone(&self) -> Self {
+        Slab {
+            chunks: self.chunks.clone(),
+            free: self.free.clone(),
+            len: self.len,
+            bound: self.bound,
+            cursor: self.cursor,
+            settled: self.settled,
+            ids: PhantomData,
+        }
+    }
+}
+
+impl<T, I> Default for Slab<T, I> {
     fn default() -> Self {
         Slab {
             chunks: Vec::new(),
@@ -58,11 +94,12 @@ impl<T> Default for Slab<T> {
             bound: None,
             cursor: 0,
             settled: usize::MAX,
+            ids: PhantomData,
         }
     }
 }
 
-impl<T> Slab<T> {
+impl<T, I: SlabId> Slab<T, I> {
     /// Records per chunk (a constant per record type).
     const PER: usize = {
         let n = CHUNK_BYTES / std::mem::size_of::<Option<T>>();
@@ -94,7 +131,7 @@ impl<T> Slab<T> {
     }
 
     /// Store `v`; returns its id, or `None` when `has_room` is false.
-    pub fn insert(&mut self, v: T) -> Option<u32> {
+    pub fn insert(&mut self, v: T) -> Option<I> {
         if self.bound.is_some() && self.free.is_empty() {
             // Grown back while shrinking: give up the shrink.
             self.cancel_shrink();
@@ -103,7 +140,7 @@ impl<T> Slab<T> {
             if let Some(slot) = self.slot_mut(id) {
                 *slot = Some(v);
                 self.len += 1;
-                return Some(id);
+                return Some(I::from_raw(id));
             }
             return None;
         }
@@ -129,11 +166,12 @@ impl<T> Slab<T> {
             }
         }
         self.len += 1;
-        Some(id as u32)
+        Some(I::from_raw(id as u32))
     }
 
     /// Take the record out; its id becomes free.
-    pub fn remove(&mut self, id: u32) -> Option<T> {
+    pub fn remove(&mut self, id: I) -> Option<T> {
+        let id = id.raw();
         let v = self.slot_mut(id)?.take()?;
         self.len -= 1;
         if self.len == 0 {
@@ -159,14 +197,14 @@ impl<T> Slab<T> {
     /// bound it goes to; starts a shrink if the slab is sparse. `None` when
     /// there is nothing (more) to move: the slab has then freed its chunks
     /// above the bound.
-    pub fn next_move(&mut self) -> Option<(u32, u32)> {
+    pub fn next_move(&mut self) -> Option<(I, I)> {
         self.next_move_where(|_| true)
     }
 
     /// `next_move`, passing over the records `movable` refuses: they stay
     /// where they are, and the slab frees what is above the highest of them.
     /// Each slot above the bound is looked at once per shrink.
-    pub fn next_move_where(&mut self, movable: impl Fn(&T) -> bool) -> Option<(u32, u32)> {
+    pub fn next_move_where(&mut self, movable: impl Fn(&T) -> bool) -> Option<(I, I)> {
         let bound = match self.bound {
             Some(b) => b,
             None if self.wants_shrink() => self.begin_shrink(),
@@ -175,7 +213,7 @@ impl<T> Slab<T> {
         // Vacant slots at the very top go first.
         while self.slots() > bound as usize
             && self.slots() > self.cursor as usize
-            && self.get(self.slots() as u32 - 1).is_none()
+            && self.get_raw(self.slots() as u32 - 1).is_none()
         {
             self.pop_vacant_top();
         }
@@ -185,12 +223,12 @@ impl<T> Slab<T> {
         while id > bound {
             id -= 1;
             self.cursor = id;
-            if self.get(id).is_some_and(&movable) {
+            if self.get_raw(id).is_some_and(&movable) {
                 let Some(to) = self.free.pop() else {
                     self.cancel_shrink();
                     return None;
                 };
-                return Some((id, to));
+                return Some((I::from_raw(id), I::from_raw(to)));
             }
         }
         let keep = self.unmoved_top(bound);
@@ -202,14 +240,15 @@ impl<T> Slab<T> {
     fn unmoved_top(&self, bound: u32) -> u32 {
         (bound..self.slots() as u32)
             .rev()
-            .find(|&id| self.get(id).is_some())
+            .find(|&id| self.get_raw(id).is_some())
             .map_or(bound, |id| id + 1)
     }
 
     /// Move record `from` to free slot `to` (from `next_move`). Returns
     /// false, changing nothing, if `from` holds no record or `to` is not a
     /// vacant slot.
-    pub fn move_record(&mut self, from: u32, to: u32) -> bool {
+    pub fn move_record(&mut self, from: I, to: I) -> bool {
+        let (from, to) = (from.raw(), to.raw());
         if !matches!(self.slot_mut(to), Some(None)) {
             return false;
         }
@@ -254,7 +293,7 @@ impl<T> Slab<T> {
             return;
         };
         for id in bound as usize..self.slots() {
-            if self.get(id as u32).is_none() {
+            if self.get_raw(id as u32).is_none() {
                 self.free.push(id as u32);
             }
         }
@@ -287,7 +326,7 @@ impl<T> Slab<T> {
             }
         }
         for id in bound..top {
-            if self.get(id).is_none() {
+            if self.get_raw(id).is_none() {
                 self.free.push(id);
             }
         }
@@ -305,7 +344,11 @@ impl<T> Slab<T> {
         self.chunks.get_mut(id / Self::PER)?.get_mut(id % Self::PER)
     }
 
-    pub fn get(&self, id: u32) -> Option<&T> {
+    pub fn get(&self, id: I) -> Option<&T> {
+        self.get_raw(id.raw())
+    }
+
+    fn get_raw(&self, id: u32) -> Option<&T> {
         let id = id as usize;
         self.chunks
             .get(id / Self::PER)?
@@ -313,17 +356,17 @@ impl<T> Slab<T> {
             .as_ref()
     }
 
-    pub fn get_mut(&mut self, id: u32) -> Option<&mut T> {
-        self.slot_mut(id)?.as_mut()
+    pub fn get_mut(&mut self, id: I) -> Option<&mut T> {
+        self.slot_mut(id.raw())?.as_mut()
     }
 
     /// Every live record with its id (in id order).
-    pub fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
+    pub fn iter(&self) -> impl Iterator<Item = (I, &T)> {
         self.chunks.iter().enumerate().flat_map(|(c, chunk)| {
-            chunk
-                .iter()
-                .enumerate()
-                .filter_map(move |(i, v)| v.as_ref().map(|v| ((c * Self::PER + i) as u32, v)))
+            chunk.iter().enumerate().filter_map(move |(i, v)| {
+                v.as_ref()
+                    .map(|v| (I::from_raw((c * Self::PER + i) as u32), v))
+            })
         })
     }
 
@@ -335,23 +378,23 @@ impl<T> Slab<T> {
     }
 }
 
-impl<T> std::ops::Index<u32> for Slab<T> {
+impl<T, I: SlabId> std::ops::Index<I> for Slab<T, I> {
     type Output = T;
     /// Ids come from the queue's own links, never from clients: a vacant id
     /// here is a bug in the queue (caught by the command guard).
-    fn index(&self, id: u32) -> &T {
+    fn index(&self, id: I) -> &T {
         match self.get(id) {
             Some(v) => v,
-            None => panic!("slab id {id} is vacant"),
+            None => panic!("slab id {id:?} is vacant"),
         }
     }
 }
 
-impl<T> std::ops::IndexMut<u32> for Slab<T> {
-    fn index_mut(&mut self, id: u32) -> &mut T {
+impl<T, I: SlabId> std::ops::IndexMut<I> for Slab<T, I> {
+    fn index_mut(&mut self, id: I) -> &mut T {
         match self.get_mut(id) {
             Some(v) => v,
-            None => panic!("slab id {id} is vacant"),
+            None => panic!("slab id {id:?} is vacant"),
         }
     }
 }
