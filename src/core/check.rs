@@ -176,14 +176,7 @@ impl Queue {
         {
             return Err("attempts kept for a missing job".into());
         }
-        let w = &self.work;
-        let parked = w
-            .leases
-            .values()
-            .map(|l| &l.job)
-            .chain(w.delayed.values().map(|d| &d.job))
-            .chain(w.dead.values().map(|d| &d.job));
-        for p in parked {
+        for p in self.work.parked() {
             if let Some(c) = p.coll_id() {
                 if self.colls.get(c).is_none() {
                     return Err("a parked job names a missing collation".into());
@@ -327,125 +320,43 @@ impl Queue {
         Ok(())
     }
 
-    /// Leases, retries, dead letters, results and cancellations: each map
-    /// agrees with its deadline order, counters are in range, bytes add up.
+    /// Leases, retries, dead letters, results and cancellations: each part
+    /// agrees with its time order and byte count (`Work::check`); here,
+    /// what needs the queue: tokens and sequence numbers were handed out by
+    /// it, times are in range.
     fn check_work(&self) -> Result<(), String> {
-        let bytes = self.check_leases()?
-            + self.check_delayed()?
-            + self.check_dead()?
-            + self.check_results()?;
-        self.check_cancelled()?;
-        if bytes != self.work.bytes {
-            return Err("parked payload accounting is off".into());
-        }
-        Ok(())
-    }
-
-    /// Every lease is in the lease order and the per-key index, with a token
-    /// in range; returns the bytes the leases hold.
-    fn check_leases(&self) -> Result<usize, String> {
         let w = &self.work;
-        let mut bytes = 0usize;
-        if w.leases.len() != w.lease_order.len() {
-            return Err("lease order and leases disagree".into());
-        }
-        for (token, l) in w.leases.iter() {
-            if token == 0
-                || token >= self.next_seq as u64
-                || !w.lease_order.contains(&(l.deadline, token))
-            {
-                return Err("a lease is out of range or missing from the lease order".into());
+        w.check()?;
+        let next = self.next_seq;
+        let issued = |t: u64| t != 0 && t < next as u64;
+        for (token, l) in w.leases() {
+            if !issued(token) {
+                return Err("a lease token is out of range".into());
             }
             if !valid_time(l.deadline) || !valid_time(l.job.created_at) {
                 return Err("a lease holds an invalid job".into());
             }
-            if w.cancelled.contains_key(&token) {
-                return Err("a lease is both held and cancelled".into());
-            }
-            bytes += l.job.payload.len();
         }
-        if !w.leases.indexes_agree() {
-            return Err("lease index by key disagrees with the leases".into());
-        }
-        Ok(bytes)
-    }
-
-    /// Every delayed job is in the retry order; returns their bytes.
-    fn check_delayed(&self) -> Result<usize, String> {
-        let w = &self.work;
-        let mut bytes = 0usize;
-        if w.delayed.len() != w.delayed_order.len() || w.delayed.len() != w.delayed_by_arrival.len()
-        {
-            return Err("retry order and delayed jobs disagree".into());
-        }
-        for (key, d) in &w.delayed {
-            if !w.delayed_order.contains(&(d.retry_at, *key)) {
-                return Err("a delayed job is missing from the retry order".into());
-            }
-            if !valid_time(d.retry_at)
-                || !valid_time(d.job.created_at)
-                || !w.delayed_by_arrival.contains(&(d.job.created_at, *key))
-            {
+        for (_, d) in w.delayed_page(0, usize::MAX) {
+            if !valid_time(d.retry_at) || !valid_time(d.job.created_at) {
                 return Err("a delayed job is invalid".into());
             }
-            bytes += d.job.payload.len();
         }
-        Ok(bytes)
-    }
-
-    /// Every dead job is in the dead order with a sequence in range;
-    /// returns their bytes.
-    fn check_dead(&self) -> Result<usize, String> {
-        let w = &self.work;
-        let mut bytes = 0usize;
-        if w.dead.len() != w.dead_order.len() {
-            return Err("dead order and dead jobs disagree".into());
-        }
-        for (key, d) in &w.dead {
-            if !w.dead_order.contains(&(d.died_at, d.seq, *key))
-                || d.seq <= 0
-                || d.seq >= self.next_seq
-            {
-                return Err("a dead job is missing from the dead order or out of range".into());
+        for (_, d) in w.dead_page(0, usize::MAX) {
+            if d.seq <= 0 || d.seq >= next {
+                return Err("a dead job's sequence is out of range".into());
             }
             if !valid_time(d.died_at) || !valid_time(d.job.created_at) {
                 return Err("a dead job is invalid".into());
             }
-            bytes += d.job.payload.len();
         }
-        Ok(bytes)
-    }
-
-    /// Every kept result is in the result order; returns their bytes.
-    fn check_results(&self) -> Result<usize, String> {
-        let w = &self.work;
-        let mut bytes = 0usize;
-        if w.results.len() != w.result_order.len() {
-            return Err("result order and results disagree".into());
+        if w.results().any(|(_, r)| !valid_time(r.expires_at)) {
+            return Err("a result's expiry is out of range".into());
         }
-        for (key, r) in &w.results {
-            if !w.result_order.contains(&(r.expires_at, *key)) || !valid_time(r.expires_at) {
-                return Err("a result is missing from the result order".into());
-            }
-            bytes += r.payload.len();
-        }
-        Ok(bytes)
-    }
-
-    /// Every cancellation record is in its order, with a token in range.
-    fn check_cancelled(&self) -> Result<(), String> {
-        let w = &self.work;
-        if w.cancelled.len() != w.cancelled_order.len() {
-            return Err("cancellation order and cancellations disagree".into());
-        }
-        for (token, until) in &w.cancelled {
-            if *token == 0
-                || *token >= self.next_seq as u64
-                || !w.cancelled_order.contains(&(*until, *token))
-                || !valid_time(*until)
-            {
-                return Err("a cancellation is out of range or missing from its order".into());
-            }
+        if w.cancelled()
+            .any(|(t, until)| !issued(t) || !valid_time(until))
+        {
+            return Err("a cancellation is out of range".into());
         }
         Ok(())
     }

@@ -67,7 +67,7 @@ impl Queue {
             };
             done += self.relocate_collation(from, to);
         }
-        while done < budget && self.work.leases.move_one() {
+        while done < budget && self.work.move_one_lease() {
             done += 1;
         }
         if done < budget {

@@ -129,7 +129,7 @@ impl Queue {
             delayed,
             leased,
             dead,
-            results: self.work.results.len(),
+            results: self.work.result_count(),
             collations: self.collation_count(),
             ..Default::default()
         };

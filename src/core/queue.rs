@@ -184,7 +184,7 @@ impl Queue {
             .filter_map(|(c, _)| self.colls.first_res(c).map(|n| (c, (self.rk(n), n))))
             .collect();
         // Read by set_max only when a cap is set: no pass over the leases otherwise.
-        let leased = self.work.leases.values().filter_map(|l| l.job.coll_id());
+        let leased = self.work.leases().filter_map(|(_, l)| l.job.coll_id());
         self.caps
             .set_max(max, singles.into_iter(), heads.into_iter(), leased);
     }
@@ -733,11 +733,11 @@ impl Queue {
                 return QueueError::Held(String::from_utf8_lossy(g).into_owned());
             }
         }
-        if self.work.leases.has_key(key) {
+        if self.work.has_lease_on(key) {
             QueueError::Leased
-        } else if let Some(d) = self.work.delayed.get(key) {
+        } else if let Some(d) = self.work.delayed(key) {
             QueueError::Delayed(d.retry_at)
-        } else if self.work.dead.contains_key(key) {
+        } else if self.work.is_dead(key) {
             QueueError::Dead
         } else {
             QueueError::NoSuchJob
@@ -987,9 +987,6 @@ impl Queue {
     pub fn mem_usage(&self) -> usize {
         use std::mem::size_of;
         let side = (self.attempts.capacity() + self.nonces.capacity()) * 24;
-        let work = (self.work.leases.len() + self.work.delayed.len() + self.work.dead.len())
-            * (size_of::<super::work::Lease>() + 48)
-            + (self.work.results.len() + self.work.cancelled.len()) * 96;
         size_of::<Queue>()
             + self.jobs.heap_bytes()
             + self.by_key.heap_bytes()
@@ -997,8 +994,7 @@ impl Queue {
             + self.colls.heap_bytes()
             + side
             + self.payload_bytes
-            + work
-            + self.work.bytes
+            + self.work.heap_bytes()
             + self.gates.heap_bytes()
             + self.window.heap_bytes()
             + self.caps.heap_bytes()
