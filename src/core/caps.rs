@@ -174,10 +174,8 @@ impl Caps {
     }
 
     /// Collation `from` is now `to` (compaction).
+    /// (A collation that moves has no leased job, so no running count.)
     pub fn relocate_collation(&mut self, from: CollId, to: CollId) {
-        if let Some(n) = self.running.remove(&from) {
-            self.running.insert(to, n);
-        }
         if let Some(h) = self.heads.remove(&from) {
             self.heads.insert(to, h);
         }

@@ -138,18 +138,6 @@ impl Window {
         true
     }
 
-    /// Collation `from` is now `to` (compaction).
-    pub fn relocate(&mut self, from: CollId, to: CollId) {
-        if let Some(t) = self.times.remove(&from) {
-            if let Some(&n) = t.back() {
-                let at = n.saturating_add(self.window);
-                self.expiry.remove(&(at, from));
-                self.expiry.insert((at, to));
-            }
-            self.times.insert(to, t);
-        }
-    }
-
     pub fn heap_bytes(&self) -> usize {
         self.times.capacity() * 48
             + self.times.values().map(|t| t.capacity() * 8).sum::<usize>()
@@ -234,6 +222,35 @@ mod tests {
         assert_eq!(w.count(c(7), 2_000, 300), 1);
         // A time older than the newest minus the window is not kept.
         assert_eq!(w.count(c(7), 10, 300), 0);
+    }
+
+    #[test]
+    fn loading_refuses_an_empty_or_repeated_record() {
+        let mut w = Window::default();
+        assert!(!w.load(c(1), VecDeque::new(), 100));
+        assert!(w.is_empty());
+        assert!(w.load(c(1), VecDeque::from([5, 9]), 100));
+        assert!(!w.load(c(1), VecDeque::from([20]), 100));
+        assert_eq!((w.len(), w.next_expiry()), (1, Some(109)));
+        w.check().unwrap();
+    }
+
+    #[test]
+    fn heap_bytes_count_records_times_and_expiries() {
+        let mut w = Window::default();
+        assert_eq!(w.heap_bytes(), 0);
+        for x in 0..100u32 {
+            for t in 0..10 {
+                w.record(c(x), 1_000 + t, 1_000_000);
+            }
+        }
+        // Per record: its map slot (48), its times (8 each), its expiry
+        // entry (32).
+        let least = 100 * 48 + 1_000 * 8 + 100 * 32;
+        let bytes = w.heap_bytes();
+        assert!(bytes >= least && bytes < 4 * least, "{bytes} for {least}");
+        w.clear();
+        assert!(w.heap_bytes() < least / 2, "{}", w.heap_bytes());
     }
 
     #[test]

@@ -453,8 +453,19 @@ impl<K: IndexKey, V: Copy, A: Copy, I: SlabId> OrderIndex<K, V, A, I> {
         self.iter_from(0)
     }
 
+    /// The deepest a sound tree of `n` nodes may be: its priorities are
+    /// random, so its depth is that of a random binary search tree, about
+    /// 3 log2 n at most with overwhelming probability (4.3 ln n); twice that
+    /// plus a margin is never reached by chance, while a tree whose
+    /// priorities do not spread (a constant hash, ties) degenerates towards
+    /// a list of n nodes and fails as soon as n passes about a hundred.
+    pub fn depth_bound(n: usize) -> usize {
+        6 * (usize::BITS - n.leading_zeros()) as usize + 32
+    }
+
     /// Verify the structure itself: BST order, heap order, subtree sizes,
-    /// and that the tree holds every live node.
+    /// a depth a random tree reaches (`depth_bound`), and that the tree
+    /// holds every live node.
     pub fn check_structure(&self) -> Result<(), String> {
         fn walk<K: IndexKey, V: Copy, A: Copy, I: SlabId>(
             ix: &OrderIndex<K, V, A, I>,
@@ -466,8 +477,8 @@ impl<K: IndexKey, V: Copy, A: Copy, I: SlabId> OrderIndex<K, V, A, I> {
             if n == NIL {
                 return Ok(0);
             }
-            if depth > 10_000 {
-                return Err("index too deep".into());
+            if depth > OrderIndex::<K, V, A, I>::depth_bound(ix.nodes.len()) {
+                return Err("index too deep: its priorities do not spread".into());
             }
             let node = ix
                 .nodes
@@ -640,6 +651,37 @@ mod tests {
         assert!(ix.remove(n).is_some());
         assert!(ix.remove(n).is_none());
         assert!(ix.is_empty());
+    }
+
+    /// A key whose priority words are all alike: the tree cannot balance.
+    #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+    struct Flat(i64);
+
+    impl IndexKey for Flat {
+        fn words(&self) -> (u64, u64) {
+            (7, 7)
+        }
+    }
+
+    #[test]
+    fn a_tree_that_cannot_balance_fails_the_check() {
+        // Keys arrive in order, as release times do: with equal priorities
+        // every insert lands at the root and the tree is a list.
+        let mut flat: OrderIndex<Flat> = OrderIndex::new();
+        for k in 0..1_000 {
+            flat.insert(Flat(k), 0, 0);
+        }
+        let err = flat.check_structure().unwrap_err();
+        assert!(err.contains("too deep"), "{err}");
+        // The same keys with real priorities pass, and stay far from the
+        // bound.
+        let mut ix: OrderIndex<i64> = OrderIndex::new();
+        for k in 0..100_000 {
+            ix.insert(k, 0, 0);
+        }
+        ix.check_structure().unwrap();
+        assert!(OrderIndex::<i64>::depth_bound(100_000) < 150);
+        assert_eq!(OrderIndex::<i64>::depth_bound(0), 32);
     }
 
     #[test]
