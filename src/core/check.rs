@@ -8,7 +8,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::config::valid_collation_name;
 use super::containers::idmap::IdMap;
 use super::ids::CollId;
 use super::job::JobLink;
@@ -88,7 +87,7 @@ impl Queue {
                     singles += 1;
                 }
                 OwnerRef::Collation(c) => {
-                    if self.colls.get(c).is_none_or(|c| c.len == 0) {
+                    if self.colls.get(c).is_none_or(|c| c.len() == 0) {
                         return Err("a reservation belongs to an unknown collation".into());
                     }
                     if rk.tie < 0 {
@@ -203,28 +202,14 @@ impl Queue {
     /// reservations in strictly increasing key order). Returns the number of
     /// stacked jobs.
     fn check_collations(&self, res: &Reservations, jobs: &Jobs) -> Result<usize, String> {
+        self.colls.check()?;
         let mut stacked = 0usize;
-        let mut active = 0usize;
-        for (c, coll) in self.colls.recs.iter() {
+        for (c, coll) in self.colls.iter() {
             let name = &*self.name_of(c);
-            if coll.name.is_long() != self.colls.long_names.contains_key(&c)
-                || super::names::PackedName::pack(name).is_some_and(|p| p != coll.name)
-            {
-                return Err(format!("collation {name:?} is stored in the wrong form"));
-            }
-            if !valid_collation_name(name) {
-                return Err(format!("invalid collation name {name:?}"));
-            }
-            if self.coll_id(name) != Some(c) {
-                return Err(format!("collation {name} cannot be found by its name"));
-            }
-            if jobs.refs.get(&c).copied().unwrap_or(0) != coll.refs.get() {
+            if jobs.refs.get(&c).copied().unwrap_or(0) != coll.refs() {
                 return Err(format!("collation {name} counts its jobs wrong"));
             }
-            let len = coll.len as usize;
-            if len > 0 {
-                active += 1;
-            }
+            let len = coll.len();
             if res.per_collation.get(&c).copied().unwrap_or(0) != len {
                 return Err(format!(
                     "collation {name} has {len} jobs but other reservations (invariant 5)"
@@ -232,17 +217,6 @@ impl Queue {
             }
             self.colls.check_members(c, name, &self.jobs, &self.index)?;
             stacked += len;
-        }
-        if self.colls.by_name.len() != self.colls.records()
-            || active != self.colls.active
-            || self
-                .colls
-                .long_names
-                .keys()
-                .any(|c| self.colls.get(*c).is_none())
-            || self.colls.large.keys().any(|c| !self.colls.is_large(*c))
-        {
-            return Err("the collation table and the collations disagree".into());
         }
         Ok(stacked)
     }
@@ -302,8 +276,8 @@ impl Queue {
             for (_, n) in self.singles() {
                 want.insert((self.rk(n), n));
             }
-            for (c, rec) in self.colls.recs.iter() {
-                if rec.len > 0 && self.caps.running(c) < self.caps.max() {
+            for c in self.colls.with_stack() {
+                if self.caps.running(c) < self.caps.max() {
                     if let Some(n) = self.colls.first_res(c) {
                         want.insert((self.rk(n), n));
                         want_heads.insert(c, (self.rk(n), n));

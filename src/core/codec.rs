@@ -278,9 +278,9 @@ impl Queue {
 
     /// Number of units `for_each_unit` produces.
     pub fn unit_count(&self) -> usize {
-        let gates = self.gates.gates().filter(|g| g.members.is_empty()).count();
+        let gates = self.gates.gates().filter(|g| g.is_empty()).count();
         (self.len() - self.stacked_jobs())
-            + self.colls.active
+            + self.colls.active()
             + self.gates.held_count()
             + gates
             + self.window.len()
@@ -327,31 +327,26 @@ impl Queue {
             f(&w.0);
         }
         let mut gates: Vec<&super::gates::Gate> = self.gates.gates().collect();
-        gates.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        gates.sort_unstable_by(|a, b| a.name().cmp(b.name()));
         for g in &gates {
-            for (_, j) in &g.members {
-                let (Some(job), Some(h)) = (self.jobs.get(*j), self.gates.get(*j)) else {
+            for j in g.members() {
+                let (Some(job), Some(h)) = (self.jobs.get(j), self.gates.get(j)) else {
                     continue;
                 };
                 w.0.clear();
                 w.u8(UNIT_HELD);
-                w.job(
-                    &job.key,
-                    job.created_at,
-                    self.job_attempts(*j),
-                    &job.payload,
-                );
+                w.job(&job.key, job.created_at, self.job_attempts(j), &job.payload);
                 w.optional_name(self.coll_name(job).as_deref());
-                w.bytes(&g.name);
+                w.bytes(g.name());
                 w.i64(job.skey);
                 w.i64(h.priority);
                 w.u8(h.immediate as u8);
                 f(&w.0);
             }
-            if g.members.is_empty() {
+            if g.is_empty() {
                 w.0.clear();
                 w.u8(UNIT_GATE);
-                w.bytes(&g.name);
+                w.bytes(g.name());
                 f(&w.0);
             }
         }

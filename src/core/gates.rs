@@ -31,9 +31,24 @@ pub(crate) struct Held {
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Gate {
-    pub name: Box<[u8]>,
+    name: Box<[u8]>,
     /// Held jobs in arrival order: (arrival sequence, job id).
-    pub members: BTreeSet<(i64, JobId)>,
+    members: BTreeSet<(i64, JobId)>,
+}
+
+impl Gate {
+    pub fn name(&self) -> &[u8] {
+        &self.name
+    }
+
+    /// Its held jobs in arrival order.
+    pub fn members(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.members.iter().map(|&(_, j)| j)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
 }
 
 #[derive(Clone, Debug, Default)]

@@ -202,12 +202,12 @@ impl Queue {
         let mut gates: Vec<&super::gates::Gate> = self
             .gates
             .gates()
-            .filter(|g| gate.is_none_or(|name| *g.name == *name))
+            .filter(|g| gate.is_none_or(|name| g.name() == name))
             .collect();
-        gates.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        gates.sort_unstable_by(|a, b| a.name().cmp(b.name()));
         gates
             .into_iter()
-            .flat_map(|g| g.members.iter().map(move |(_, j)| (*j, &*g.name)))
+            .flat_map(|g| g.members().map(move |j| (j, g.name())))
             .skip(offset)
             .take(limit)
             .filter_map(|(j, name)| self.held_info(j).map(|i| (i, name)))

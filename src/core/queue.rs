@@ -178,10 +178,8 @@ impl Queue {
         let singles: Vec<(ResKey, NodeId)> = self.singles().map(|(_, n)| (self.rk(n), n)).collect();
         let heads: Vec<(CollId, (ResKey, NodeId))> = self
             .colls
-            .recs
-            .iter()
-            .filter(|(_, rec)| rec.len > 0)
-            .filter_map(|(c, _)| self.colls.first_res(c).map(|n| (c, (self.rk(n), n))))
+            .with_stack()
+            .filter_map(|c| self.colls.first_res(c).map(|n| (c, (self.rk(n), n))))
             .collect();
         // Read by set_max only when a cap is set: no pass over the leases otherwise.
         let leased = self.work.leases().filter_map(|(_, l)| l.job.coll_id());
@@ -249,12 +247,12 @@ impl Queue {
 
     /// Collations with queued jobs in their stack.
     pub fn collation_count(&self) -> usize {
-        self.colls.active
+        self.colls.active()
     }
 
     /// Jobs in collation stacks.
     pub(crate) fn stacked_jobs(&self) -> usize {
-        self.colls.recs.iter().map(|(_, c)| c.len as usize).sum()
+        self.colls.stacked()
     }
 
     /// Is a queued job placed as immediate?
@@ -1098,13 +1096,7 @@ impl Queue {
 
     /// Ids of the collations with a stack, by name.
     pub(crate) fn collations_by_name(&self) -> Vec<CollId> {
-        let ids: Vec<CollId> = self
-            .colls
-            .recs
-            .iter()
-            .filter(|(_, c)| c.len > 0)
-            .map(|(id, _)| id)
-            .collect();
+        let ids: Vec<CollId> = self.colls.with_stack().collect();
         let mut named: Vec<(Cow<'_, str>, CollId)> =
             ids.into_iter().map(|c| (self.name_of(c), c)).collect();
         named.sort_unstable();

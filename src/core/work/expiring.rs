@@ -138,11 +138,13 @@ impl<K: Ord + Copy, V: Timed, St: Store<K, V>> Expiring<K, V, St> {
     }
 
     /// The earliest entry's place and key.
+    #[inline]
     pub fn first(&self) -> Option<(V::Order, K)> {
         self.order.first().copied()
     }
 
     /// Take the earliest entry if `due` says its place has come.
+    #[inline]
     pub fn pop_first_if(&mut self, due: impl FnOnce(&V::Order) -> bool) -> Option<(K, V)> {
         let &(at, k) = self.order.first()?;
         if !due(&at) {

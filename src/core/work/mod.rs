@@ -205,6 +205,7 @@ impl Work {
     }
 
     /// Can another lease be stored?
+    #[inline]
     pub fn lease_room(&self) -> bool {
         self.leases.store().has_room()
     }
@@ -232,6 +233,7 @@ impl Work {
 
     /// Add a lease; it comes back, nothing changed, when its token is
     /// taken or there is no room.
+    #[inline]
     pub fn add_lease(&mut self, token: u64, lease: Lease) -> Result<(), Lease> {
         self.leases.insert(token, lease).map(|_| ())
     }
@@ -253,6 +255,7 @@ impl Work {
     }
 
     /// The earliest lease whose deadline is at or before `now`, taken out.
+    #[inline]
     pub fn pop_expired_lease(&mut self, now: i64) -> Option<(u64, Lease)> {
         self.leases.pop_first_if(|deadline| *deadline <= now)
     }
@@ -308,6 +311,7 @@ impl Work {
     }
 
     /// The earliest retry due at `now`, taken out.
+    #[inline]
     pub fn pop_due_retry(&mut self, now: i64) -> Option<(JobKey, Delayed)> {
         let (_, key) = self.delayed.first().filter(|(at, _)| *at <= now)?;
         self.unpark(&key).map(|d| (key, d))
@@ -387,6 +391,7 @@ impl Work {
 
     /// The result expiring first, taken out if `due` says so (given its
     /// expiry).
+    #[inline]
     pub fn pop_first_result_if(&mut self, due: impl FnOnce(i64) -> bool) -> Option<JobKey> {
         self.results.pop_first_if(|at| due(*at)).map(|(k, _)| k)
     }
@@ -416,6 +421,7 @@ impl Work {
     }
 
     /// The cancellation record due first at `now`, forgotten.
+    #[inline]
     pub fn pop_due_cancelled(&mut self, now: i64) -> bool {
         self.cancelled.pop_first_if(|until| *until <= now).is_some()
     }
