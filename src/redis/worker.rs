@@ -16,7 +16,7 @@ use super::args::{
 use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
 use super::pop::{take, PopArgs};
 use super::reply::{owned, CmdResult, Fields, Format, JobReply, Reply, Val};
-use super::{settings, stats, timer};
+use super::{module_config, stats, timer};
 use crate::core::limits::lease_deadline;
 use crate::core::worker::Dead;
 use crate::core::{JobKey, NackOutcome, QueueError};
@@ -39,7 +39,7 @@ fn lease_arg(arg: &RedisString) -> Result<u64, RedisError> {
 /// The orca key and lease token of an ACK, NACK or EXTEND. Neither can be
 /// malformed in a lease the queue holds, so either is "lease not held",
 /// after the type check (`WRONGTYPE` first, as for well-formed ones).
-fn fenced(
+fn parse_lease_args(
     ctx: &Context,
     name: &RedisString,
     key_arg: &RedisString,
@@ -72,7 +72,7 @@ fn split_next(rest: &[RedisString]) -> (&[RedisString], Option<&[RedisString]>) 
 /// module default) and how it is written (`FORMAT`).
 fn next_lease(after: &[RedisString]) -> Result<(i64, Format), RedisError> {
     let opts = Options::parse(after, &["LEASE", "FORMAT"])?;
-    let lease = opts.ms("LEASE")?.unwrap_or_else(settings::lease_time);
+    let lease = opts.ms("LEASE")?.unwrap_or_else(module_config::lease_time);
     Ok((lease, format(&opts)?))
 }
 
@@ -118,7 +118,7 @@ pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let next_lease = next.map(next_lease).transpose()?;
     let opts = Options::parse_also(rest, &["RESULT", "TTL", "NOW"], &["NEXT"])?;
     check_pins(ctx, &opts)?;
-    let ttl = opts.ms("TTL")?.unwrap_or_else(settings::result_ttl);
+    let ttl = opts.ms("TTL")?.unwrap_or_else(module_config::result_ttl);
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
     check_next_lease(next_lease, now)?;
     let result_arg = opts.get("RESULT");
@@ -128,7 +128,7 @@ pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
             check_payload(r.len(), "result")?;
         }
     }
-    let (key, token) = fenced(ctx, name, key_arg, token_arg)?;
+    let (key, token) = parse_lease_args(ctx, name, key_arg, token_arg)?;
     let (done, _) = write_queue(ctx, name, false, |q| {
         q.ack(&key, token, result, now, ttl).map_err(core_err)?;
         Ok(q.take_woken())
@@ -169,7 +169,7 @@ pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     ffi::notify(ctx, c"orca.ack", name);
     wake_if_uncapped(ctx, name, woken);
     match next_lease {
-        Some(next) => next_job(ctx, name, next, now, settings::max_attempts()),
+        Some(next) => next_job(ctx, name, next, now, module_config::max_attempts()),
         None => Ok(Reply::Int(1)),
     }
 }
@@ -187,8 +187,8 @@ pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
     check_next_lease(next_lease, now)?;
     let max_attempts = max_attempts(&opts)?;
-    let policy = settings::policy(Some(max_attempts));
-    let (key, token) = fenced(ctx, name, key_arg, token_arg)?;
+    let policy = module_config::policy(Some(max_attempts));
+    let (key, token) = parse_lease_args(ctx, name, key_arg, token_arg)?;
     let (outcome, _) = write_queue(ctx, name, false, |q| {
         let o = q.nack(&key, token, delay, now, &policy).map_err(core_err)?;
         Ok((o, q.take_woken()))
@@ -253,7 +253,7 @@ pub fn extend<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let opts = Options::parse(&args[5..], &["NOW"])?;
     check_pins(ctx, &opts)?;
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
-    let (key, token) = fenced(ctx, name, &args[2], &args[3])?;
+    let (key, token) = parse_lease_args(ctx, name, &args[2], &args[3])?;
     let (deadline, _) = write_queue(ctx, name, false, |q| {
         q.extend(&key, token, ms, now).map_err(core_err)
     })?;
@@ -366,7 +366,7 @@ pub fn tick<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     check_pins(ctx, &opts)?;
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
     let max_attempts = max_attempts(&opts)?;
-    let policy = settings::policy(Some(max_attempts));
+    let policy = module_config::policy(Some(max_attempts));
     let (report, _) = write_queue(ctx, name, false, |q| Ok(q.tick(now, &policy)))?;
     let report = report.unwrap_or_default();
     if report.changed() {
