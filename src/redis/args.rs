@@ -138,7 +138,7 @@ pub fn format(opts: &Options) -> Result<super::reply::Format, RedisError> {
 /// `LIMIT n` of a listing: 0..=`orca.max-pop-count`, default 100 (or the
 /// maximum if lower).
 pub fn page_limit(opts: &Options) -> Result<usize, RedisError> {
-    let max = super::settings::max_pop_count();
+    let max = super::module_config::max_pop_count();
     match opts.get("LIMIT") {
         None => Ok(100.min(max) as usize),
         Some(v) => {
@@ -178,7 +178,7 @@ pub fn from_master_or_aof(ctx: &Context) -> bool {
 /// that moves the clock forward could expire other workers' leases).
 pub fn check_pins(ctx: &Context, opts: &Options) -> Result<(), RedisError> {
     let pinned = opts.get("NOW").is_some() || opts.get("MAXATTEMPTS").is_some();
-    if pinned && !from_master_or_aof(ctx) && !super::settings::trust_client_clock() {
+    if pinned && !from_master_or_aof(ctx) && !super::module_config::trust_client_clock() {
         return Err(err(
             "NOW and MAXATTEMPTS on worker commands are for replication (CONFIG SET orca.trust-client-clock yes allows them from clients)",
         ));
@@ -189,7 +189,7 @@ pub fn check_pins(ctx: &Context, opts: &Options) -> Result<(), RedisError> {
 /// `MAXATTEMPTS n` (0..=2^32-1), or the module setting.
 pub fn max_attempts(opts: &Options) -> Result<i64, RedisError> {
     match opts.get("MAXATTEMPTS") {
-        None => Ok(super::settings::max_attempts()),
+        None => Ok(super::module_config::max_attempts()),
         Some(v) => {
             let n = parse_int(v, "MAXATTEMPTS")?;
             if !(0..=u32::MAX as i64).contains(&n) {

@@ -17,7 +17,7 @@ use super::args::{err, from_master_or_aof, is_kw, parse_ms, Options};
 use super::errors::queue_missing;
 use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
 use super::reply::{CmdResult, JobReply, Reply, Val};
-use super::{settings, stats};
+use super::{module_config, stats};
 use crate::core::config::parse_config_limited;
 use crate::core::{JobConfig, JobInfo, Move, Put, QueueError, Settings};
 
@@ -248,7 +248,7 @@ pub fn move_job<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
     let buffer = opts
         .ms("BUFFER")?
-        .unwrap_or_else(settings::move_to_back_buffer);
+        .unwrap_or_else(module_config::move_to_back_buffer);
     let key = job_key_or(ctx, name, key_arg, QueueError::NoSuchJob)?;
     let how = if release {
         Move::Release

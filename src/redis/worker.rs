@@ -21,7 +21,7 @@ use super::finish;
 use super::jobs::{config_arg, enqueue_into, publish_put, Putted};
 use super::pop::{take, PopArgs};
 use super::reply::{self, owned, CmdResult, Fields, Format, JobReply, Reply, Val};
-use super::{settings, stats, timer};
+use super::{module_config, stats, timer};
 use crate::core::limits::lease_deadline;
 use crate::core::worker::Dead;
 use crate::core::{JobConfig, JobKey, NackOutcome, QueueError};
@@ -44,7 +44,7 @@ fn lease_arg(arg: &RedisString) -> Result<u64, RedisError> {
 /// The orca key and lease token of an ACK, NACK or EXTEND. Neither can be
 /// malformed in a lease the queue holds, so either is "lease not held",
 /// after the type check (`WRONGTYPE` first, as for well-formed ones).
-fn fenced(
+fn parse_lease_args(
     ctx: &Context,
     name: &RedisString,
     key_arg: &RedisString,
@@ -62,7 +62,7 @@ fn fenced(
 /// module default) and how it is written (`FORMAT`).
 fn next_lease(after: &[RedisString]) -> Result<(i64, Format), RedisError> {
     let opts = Options::parse(after, &["LEASE", "FORMAT"])?;
-    let lease = opts.ms("LEASE")?.unwrap_or_else(settings::lease_time);
+    let lease = opts.ms("LEASE")?.unwrap_or_else(module_config::lease_time);
     Ok((lease, format(&opts)?))
 }
 
@@ -192,7 +192,7 @@ pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let next_lease = f.next.map(next_lease).transpose()?;
     let opts = &f.opts;
     check_pins(ctx, opts)?;
-    let ttl = opts.ms("TTL")?.unwrap_or_else(settings::result_ttl);
+    let ttl = opts.ms("TTL")?.unwrap_or_else(module_config::result_ttl);
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
     check_next_lease(next_lease, now)?;
     let result_arg = opts.get("RESULT");
@@ -203,7 +203,7 @@ pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         }
     }
     let forward = forward_arg(ctx, f.forward)?;
-    let (key, token) = fenced(ctx, name, key_arg, token_arg)?;
+    let (key, token) = parse_lease_args(ctx, name, key_arg, token_arg)?;
     // A hand-off: the ACK cannot refuse once checked, so the successor
     // (which refuses before changing anything) goes first.
     let successor = match forward {
@@ -253,7 +253,7 @@ pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         forward_done(ctx, q2, p);
     }
     let successor = successor.map(|(_, p)| Some(p));
-    let pins = (now, settings::max_attempts());
+    let pins = (now, module_config::max_attempts());
     finish_reply(ctx, name, next_lease, pins, Reply::Int(1), successor)
 }
 
@@ -271,9 +271,9 @@ pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
     check_next_lease(next_lease, now)?;
     let max_attempts = max_attempts(opts)?;
-    let policy = settings::policy(Some(max_attempts));
+    let policy = module_config::policy(Some(max_attempts));
     let forward = forward_arg(ctx, f.forward)?;
-    let (key, token) = fenced(ctx, name, key_arg, token_arg)?;
+    let (key, token) = parse_lease_args(ctx, name, key_arg, token_arg)?;
     // The successor goes only with a death, known before anything changes.
     let forward_to = f.forward.map(|(q2, _)| q2);
     let successor = match forward {
@@ -356,7 +356,7 @@ pub fn extend<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let opts = Options::parse(&args[5..], &["NOW"])?;
     check_pins(ctx, &opts)?;
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
-    let (key, token) = fenced(ctx, name, &args[2], &args[3])?;
+    let (key, token) = parse_lease_args(ctx, name, &args[2], &args[3])?;
     let (deadline, _) = write_queue(ctx, name, false, |q| {
         q.extend(&key, token, ms, now).map_err(core_err)
     })?;
@@ -469,7 +469,7 @@ pub fn tick<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     check_pins(ctx, &opts)?;
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
     let max_attempts = max_attempts(&opts)?;
-    let policy = settings::policy(Some(max_attempts));
+    let policy = module_config::policy(Some(max_attempts));
     let (report, _) = write_queue(ctx, name, false, |q| Ok(q.tick(now, &policy)))?;
     let report = report.unwrap_or_default();
     if report.changed() {

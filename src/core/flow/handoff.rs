@@ -7,20 +7,9 @@ use crate::core::config::JobKey;
 use crate::core::error::QueueError;
 use crate::core::limits::{valid_time, MAX_TIME};
 use crate::core::queue::Queue;
-use crate::core::worker::{Lease, Policy};
+use crate::core::worker::Policy;
 
 impl Queue {
-    /// The lease `token` if it is held for `key` (the fencing of every
-    /// finish): `Cancelled` for a lease whose job was deleted, else
-    /// `LeaseNotHeld`.
-    fn lease_for_finish(&self, key: &JobKey, token: u64) -> Result<&Lease, QueueError> {
-        match self.work.leases.get(token) {
-            Some(l) if l.key == *key => Ok(l),
-            _ if self.work.cancelled.contains_key(&token) => Err(QueueError::Cancelled),
-            _ => Err(QueueError::LeaseNotHeld),
-        }
-    }
-
     /// Would `ack(key, token, result, now, ..)` succeed? Changes nothing;
     /// the error is the one `ack` would give.
     pub fn ack_check(
@@ -30,7 +19,7 @@ impl Queue {
         has_result: bool,
         now: i64,
     ) -> Result<(), QueueError> {
-        self.lease_for_finish(key, token)?;
+        self.held_lease(key, token)?;
         if has_result && !valid_time(now) {
             return Err(QueueError::TimeOverflow);
         }
@@ -48,7 +37,7 @@ impl Queue {
         now: i64,
         policy: &Policy,
     ) -> Result<bool, QueueError> {
-        let lease = self.lease_for_finish(key, token)?;
+        let lease = self.held_lease(key, token)?;
         let attempts = lease.job.attempts;
         if !valid_time(now) {
             return Err(QueueError::TimeOverflow);
