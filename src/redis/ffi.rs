@@ -193,10 +193,12 @@ pub enum Kw {
     Requeue,
     Order,
     Results,
+    Worker,
+    Error,
 }
 
 impl Kw {
-    const COUNT: usize = 11;
+    const COUNT: usize = 13;
 
     pub fn text(self) -> &'static str {
         match self {
@@ -211,6 +213,8 @@ impl Kw {
             Kw::Requeue => "REQUEUE",
             Kw::Order => "ORDER",
             Kw::Results => "RESULTS",
+            Kw::Worker => "WORKER",
+            Kw::Error => "ERROR",
         }
     }
 }
@@ -241,6 +245,7 @@ fn keyword(k: Kw) -> *mut raw::RedisModuleString {
 }
 
 /// An argument of a replicated command.
+#[derive(Clone, Copy)]
 pub enum Arg<'a> {
     /// A client's argument, passed on without copying (Redis takes a reference).
     Client(&'a RedisString),
