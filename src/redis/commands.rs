@@ -6,21 +6,13 @@
 
 use std::ffi::CStr;
 
-use redis_module::commands::{BeginSearch, FindKeys, KeySpec, KeySpecFlags};
-use redis_module::Context;
+use redis_module::commands::KeySpecFlags;
+use redis_module::{Context, RedisError, RedisString};
 
 use super::ffi::{self, CommandInfo};
 use super::hooks::{self, Handler};
+use super::keyspec::{self, Spec, COUNTED_QUEUES, QUEUE};
 use super::{admin, gates, inspect, jobs, mack, pop, worker};
-
-/// Where a command's keys are.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Keys {
-    /// One queue key, the first argument.
-    Queue,
-    /// `numkeys` queue keys after a count that is the first argument.
-    Counted,
-}
 
 pub struct Command {
     /// The name, lowercase (Redis matches names case-insensitively).
@@ -31,7 +23,9 @@ pub struct Command {
     /// Redis arity: the exact argument count including the name, or its
     /// negated minimum.
     pub arity: i32,
-    pub keys: Keys,
+    /// Where its keys are (`keyspec.rs`): declared to Redis, and checked
+    /// before the handler runs.
+    pub keys: &'static [Spec],
     /// ACL categories beyond those the flags imply (Redis 7.2+ and Valkey
     /// apply them; 7.0 has no API for it).
     pub acl: &'static CStr,
@@ -56,7 +50,7 @@ pub const COMMANDS: &[Command] = &[
         handler: jobs::enqueue,
         flags: c"write deny-oom",
         arity: -3,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"",
         summary: c"Create or update a job (PUT) in its collation",
         complexity: LOG,
@@ -66,7 +60,7 @@ pub const COMMANDS: &[Command] = &[
         handler: jobs::immediate,
         flags: c"write deny-oom",
         arity: -3,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"",
         summary: c"Create or update an immediate job, upgrading a waiting one",
         complexity: LOG,
@@ -76,7 +70,7 @@ pub const COMMANDS: &[Command] = &[
         handler: jobs::reenqueue,
         flags: c"write deny-oom",
         arity: 4,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"",
         summary: c"Hand a job back as immediate at its original arrival time",
         complexity: LOG,
@@ -86,7 +80,7 @@ pub const COMMANDS: &[Command] = &[
         handler: jobs::move_job,
         flags: c"write",
         arity: -4,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"",
         summary: c"Release a job to the front or delay it to the back",
         complexity: LOG,
@@ -96,7 +90,7 @@ pub const COMMANDS: &[Command] = &[
         handler: jobs::delete,
         flags: c"write fast",
         arity: 3,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"",
         summary: c"Delete a job in any state, cancelling running leases",
         complexity: LOG,
@@ -106,7 +100,7 @@ pub const COMMANDS: &[Command] = &[
         handler: pop::pop,
         flags: c"write fast",
         arity: -2,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"",
         summary: c"Lease (or take) the next job; optionally block",
         complexity: c"O(log N) per job",
@@ -116,7 +110,7 @@ pub const COMMANDS: &[Command] = &[
         handler: pop::mpop,
         flags: c"write",
         arity: -3,
-        keys: Keys::Counted,
+        keys: COUNTED_QUEUES,
         acl: c"",
         summary: c"Lease (or take) the next job of the first of several queues that has one; optionally block on all",
         complexity: c"O(K + log N) per job, K the queues given",
@@ -126,7 +120,7 @@ pub const COMMANDS: &[Command] = &[
         handler: worker::ack,
         flags: c"write fast",
         arity: -4,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"",
         summary: c"Complete a leased job, optionally keeping a result (and take the next: NEXT)",
         complexity: c"O(log N)",
@@ -136,7 +130,7 @@ pub const COMMANDS: &[Command] = &[
         handler: mack::mack,
         flags: c"write",
         arity: -5,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"",
         summary: c"Complete several leased jobs of a queue, each with its own outcome (and take their successors: NEXT)",
         complexity: c"O(M log N) for M leases, plus O(log N) per job NEXT takes",
@@ -146,7 +140,7 @@ pub const COMMANDS: &[Command] = &[
         handler: worker::nack,
         flags: c"write fast",
         arity: -4,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"",
         summary: c"Fail a leased job: retry after backoff or dead-letter it (and take the next: NEXT)",
         complexity: c"O(log N)",
@@ -156,7 +150,7 @@ pub const COMMANDS: &[Command] = &[
         handler: worker::extend,
         flags: c"write fast",
         arity: -5,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"",
         summary: c"Extend a lease (heartbeat)",
         complexity: c"O(log N)",
@@ -166,7 +160,7 @@ pub const COMMANDS: &[Command] = &[
         handler: worker::result,
         flags: c"readonly fast",
         arity: 3,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"",
         summary: c"Get the kept result of a completed job",
         complexity: c"O(1)",
@@ -176,7 +170,7 @@ pub const COMMANDS: &[Command] = &[
         handler: worker::dead,
         flags: c"write",
         arity: -3,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"",
         summary: c"List, requeue or purge dead-lettered jobs",
         complexity: c"O(page) / O(log N)",
@@ -186,7 +180,7 @@ pub const COMMANDS: &[Command] = &[
         handler: worker::tick,
         flags: c"write",
         arity: -2,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"",
         summary: c"Apply due time-driven changes (expiries, retries)",
         complexity: c"O(due items * log N)",
@@ -196,7 +190,7 @@ pub const COMMANDS: &[Command] = &[
         handler: gates::gate,
         flags: c"write deny-oom",
         arity: 4,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"",
         summary: c"Close a gate (hold its jobs), open it (queue them) or drop it (remove them)",
         complexity: c"O(1) to close; O(K log N) to open or drop a gate holding K jobs",
@@ -206,7 +200,7 @@ pub const COMMANDS: &[Command] = &[
         handler: inspect::len,
         flags: c"readonly fast",
         arity: 2,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"",
         summary: c"Number of queued jobs",
         complexity: c"O(1)",
@@ -216,7 +210,7 @@ pub const COMMANDS: &[Command] = &[
         handler: inspect::check,
         flags: c"readonly",
         arity: 2,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"",
         summary: c"Verify every queue invariant",
         complexity: c"O(N log N)",
@@ -226,7 +220,7 @@ pub const COMMANDS: &[Command] = &[
         handler: inspect::status,
         flags: c"readonly",
         arity: 3,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"",
         summary: c"A job's state and position",
         complexity: LOG,
@@ -236,7 +230,7 @@ pub const COMMANDS: &[Command] = &[
         handler: inspect::list,
         flags: c"readonly",
         arity: -2,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"",
         summary: c"Queued jobs in pop order with positions, paged and filtered",
         complexity: c"O(log N + page)",
@@ -246,7 +240,7 @@ pub const COMMANDS: &[Command] = &[
         handler: inspect::stats,
         flags: c"readonly",
         arity: 2,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"",
         summary: c"Counts by state and wait-time statistics",
         complexity: c"O(N)",
@@ -256,7 +250,7 @@ pub const COMMANDS: &[Command] = &[
         handler: admin::queue_settings,
         flags: c"write deny-oom",
         arity: -2,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"",
         summary: c"Read or set a queue's settings (order, lifetime, auto delay, running cap, bounds)",
         complexity: c"O(1)",
@@ -266,7 +260,7 @@ pub const COMMANDS: &[Command] = &[
         handler: admin::import,
         flags: c"write deny-oom",
         arity: 3,
-        keys: Keys::Queue,
+        keys: QUEUE,
         acl: c"dangerous",
         summary: c"Add the jobs of a serialized queue (AOF rewrite form)",
         complexity: c"O(M log N)",
@@ -277,36 +271,40 @@ pub const COMMANDS: &[Command] = &[
 /// lets modules add categories (Redis 7.4+): `ACL SETUSER w +@orca`.
 const CATEGORY: &CStr = c"orca";
 
-fn key_specs(c: &Command) -> Vec<KeySpec> {
-    let flags = if c.writes() {
+fn key_spec_flags(c: &Command) -> KeySpecFlags {
+    if c.writes() {
         KeySpecFlags::READ_WRITE | KeySpecFlags::UPDATE | KeySpecFlags::ACCESS
     } else {
         KeySpecFlags::READ_ONLY | KeySpecFlags::ACCESS
-    };
-    match c.keys {
-        Keys::Queue => vec![KeySpec::new(
-            None,
-            flags,
-            BeginSearch::new_index(1),
-            FindKeys::new_range(0, 1, 0),
-        )],
-        // The count at argument 1, the keys right after it.
-        Keys::Counted => vec![KeySpec::new(
-            None,
-            flags,
-            BeginSearch::new_index(1),
-            FindKeys::new_keys_num(0, 1, 1),
-        )],
     }
 }
 
-/// The legacy (first key, last key, step) of a command. A counted key list
-/// has none: Redis finds its keys through the key spec.
-fn legacy_keys(c: &Command) -> (i32, i32, i32) {
-    match c.keys {
-        Keys::Queue => (1, 1, 1),
-        Keys::Counted => (0, 0, 0),
+/// Where command `i`'s keys are, as Redis extracts them from its key
+/// specs (`keyspec.rs`): run before its handler (an error refuses the
+/// command: ACL then checked no key) and for Cluster's keys position
+/// requests.
+fn keys_of(
+    i: usize,
+    args: &[RedisString],
+    visit: &mut dyn FnMut(usize, u32),
+) -> Result<(), RedisError> {
+    let c = COMMANDS
+        .get(i)
+        .ok_or(RedisError::Str("ERR unknown orca command"))?;
+    let flags = key_spec_flags(c).bits();
+    keyspec::for_each(c.keys, args, |pos| visit(pos, flags))
+}
+
+/// The flags Redis is given: the table's, plus `getkeys-api` where the
+/// keys are not at fixed positions. Redis Cluster finds keys only through
+/// the fixed (first, last, step) range or that API, never through key
+/// specs: without it, Cluster would check no key of `ORCA.MPOP` at all.
+fn redis_flags(c: &Command) -> std::ffi::CString {
+    let mut flags = c.flags.to_bytes().to_vec();
+    if keyspec::legacy(c.keys) == (0, 0, 0) {
+        flags.extend_from_slice(b" getkeys-api");
     }
+    std::ffi::CString::new(flags).unwrap_or_default()
 }
 
 /// Register every command of the table with its metadata. Returns what went
@@ -317,13 +315,14 @@ pub fn register(ctx: &Context) -> Result<Vec<String>, String> {
         .iter()
         .map(|c| (c.name.to_str().unwrap_or("orca command"), c.handler))
         .collect();
-    if !hooks::install(handlers) {
+    if !hooks::install(handlers, keys_of) {
         return Err("the command table does not fit the entry points".into());
     }
     let category = ffi::add_acl_category(ctx, CATEGORY);
     let mut warnings = Vec::new();
     for (i, c) in COMMANDS.iter().enumerate() {
-        if !ffi::create_command(ctx, c.name, hooks::entry(i), c.flags, legacy_keys(c)) {
+        let legacy = keyspec::legacy(c.keys);
+        if !ffi::create_command(ctx, c.name, hooks::entry(i), &redis_flags(c), legacy) {
             return Err(format!("could not create {:?}", c.name));
         }
         let info = CommandInfo {
@@ -331,7 +330,7 @@ pub fn register(ctx: &Context) -> Result<Vec<String>, String> {
             complexity: c.complexity,
             since: c"0.1.0",
             arity: c.arity,
-            key_specs: key_specs(c),
+            key_specs: keyspec::declare(c.keys, key_spec_flags(c)),
         };
         if !ffi::set_command_info(ctx, c.name, info) {
             warnings.push(format!("could not set metadata of {:?}", c.name));

@@ -12,8 +12,8 @@ use std::sync::OnceLock;
 
 use redis_module::{raw, Context, InfoContext, RedisString};
 
-use super::guard;
 use super::reply::{self, CmdResult};
+use super::{ffi, guard};
 
 const OK: c_int = raw::REDISMODULE_OK as c_int;
 const ERR: c_int = raw::REDISMODULE_ERR as c_int;
@@ -29,12 +29,22 @@ const INTERNAL_ERROR: &str = "ERR internal error in the orca module (see the ser
 /// Most commands the table may hold (one entry point each).
 pub const MAX_COMMANDS: usize = 32;
 
+/// Where command `i`'s keys are in `args`: each key's position and access
+/// flags (`REDISMODULE_CMD_KEY_*`) to `visit`, or an error when Redis
+/// could not find them. It runs before every handler (an error is the
+/// reply, and the handler is not called) and answers Redis's keys position
+/// requests (commands declared with `getkeys-api`).
+pub type KeysOf =
+    fn(usize, &[RedisString], &mut dyn FnMut(usize, u32)) -> Result<(), redis_module::RedisError>;
+
 /// The handlers, by the index of their entry point, with their names.
 static HANDLERS: OnceLock<Vec<(&'static str, Handler)>> = OnceLock::new();
+static KEYS_OF: OnceLock<KeysOf> = OnceLock::new();
 
-/// Install the handlers (once, at load). Entry point `i` runs handler `i`.
-pub fn install(handlers: Vec<(&'static str, Handler)>) -> bool {
-    handlers.len() <= MAX_COMMANDS && HANDLERS.set(handlers).is_ok()
+/// Install the handlers and where their keys are (once, at load). Entry
+/// point `i` runs handler `i`.
+pub fn install(handlers: Vec<(&'static str, Handler)>, keys_of: KeysOf) -> bool {
+    handlers.len() <= MAX_COMMANDS && KEYS_OF.set(keys_of).is_ok() && HANDLERS.set(handlers).is_ok()
 }
 
 /// The C entry point of handler `i`.
@@ -51,14 +61,29 @@ fn dispatch(
     argc: c_int,
 ) -> c_int {
     let context = Context::new(ctx);
-    let Some((name, handler)) = HANDLERS.get().and_then(|h| h.get(i)).copied() else {
+    let (Some((name, handler)), Some(keys_of)) = (
+        HANDLERS.get().and_then(|h| h.get(i)).copied(),
+        KEYS_OF.get().copied(),
+    ) else {
         context.reply_error_string("ERR orca command table not installed");
         return OK;
     };
     let args = redis_module::decode_args(ctx, argv, argc);
+    if ffi::is_keys_position_request(&context) {
+        // Cluster asks where the keys are: the positions only, no reply
+        // (none where the arguments locate no keys: the command is then
+        // refused when it runs).
+        guard::contain(name, || {
+            let _ = keys_of(i, &args, &mut |pos, flags| {
+                ffi::key_at_pos(&context, pos, flags)
+            });
+        });
+        return OK;
+    }
     let written = guard::contain(name, || {
         guard::inject("command");
-        match handler(&context, &args) {
+        let checked = keys_of(i, &args, &mut |_, _| ());
+        match checked.and_then(|()| handler(&context, &args)) {
             Ok(r) => reply::send(&context, &r),
             Err(e) => {
                 reply::send_err(&context, e);

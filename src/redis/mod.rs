@@ -6,7 +6,8 @@
 //!   blocked clients, command filter, server events, INFO), which run the
 //!   functions handed to them inside the guard; `datatype` the type callbacks.
 //! - `reply`, `args`, `settings`, `stats`, `tracking` (queues with pending
-//!   deadlines); `access` opens keys as queues.
+//!   deadlines); `access` opens keys as queues; `keyspec` where each
+//!   command's keys are (declared to Redis, found as Redis finds them).
 //! - The commands: `jobs`, `pop`, `worker`, `inspect`, `admin`, `gates`; `timer`
 //!   ticks due queues; `commands` is the command table.
 //!
@@ -25,6 +26,7 @@ pub mod guard;
 pub mod hooks;
 pub mod inspect;
 pub mod jobs;
+pub mod keyspec;
 pub mod mack;
 pub mod pop;
 pub mod reply;

@@ -39,4 +39,5 @@ mod restore;
 mod retries;
 mod settings;
 mod stats;
+mod tenants;
 mod upgrade;
