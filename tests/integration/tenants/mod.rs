@@ -26,6 +26,7 @@
 mod acl;
 mod cluster;
 mod getkeys;
+mod mirror;
 
 use std::collections::BTreeMap;
 
