@@ -16,7 +16,9 @@
 //!   without read rights, in any spelling, directly, in MULTI and in
 //!   scripts;
 //! - `cluster.rs`: a queue in a slot the node does not serve is never
-//!   served, queues of two slots get `CROSSSLOT`, in any spelling.
+//!   served, queues of two slots get `CROSSSLOT`, in any spelling;
+//! - `mirror.rs`: the module's mirror of Redis's key extraction finds what
+//!   the server finds (`COMMAND GETKEYS`) for every kind of key spec.
 //!
 //! (The probe: `ORCA.MPOP 02 course1:q course2:q LEASE 0 COUNT 100`
 //! let a worker limited to `~course1:*` read and remove every job of
