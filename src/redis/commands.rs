@@ -286,13 +286,19 @@ fn key_spec_flags(c: &Command) -> KeySpecFlags {
 fn keys_of(
     i: usize,
     args: &[RedisString],
-    visit: &mut dyn FnMut(usize, u32),
+    visit: Option<&mut dyn FnMut(usize, u32)>,
 ) -> Result<(), RedisError> {
     let c = COMMANDS
         .get(i)
         .ok_or(RedisError::Str("ERR unknown orca command"))?;
-    let flags = key_spec_flags(c).bits();
-    keyspec::for_each(c.keys, args, |pos| visit(pos, flags))
+    match visit {
+        // Before every command: only whether Redis could find its keys.
+        None => keyspec::check(c.keys, args),
+        Some(visit) => {
+            let flags = key_spec_flags(c).bits();
+            keyspec::for_each(c.keys, args, |pos| visit(pos, flags))
+        }
+    }
 }
 
 /// The flags Redis is given: the table's, plus `getkeys-api` where the

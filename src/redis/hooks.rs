@@ -31,11 +31,14 @@ pub const MAX_COMMANDS: usize = 32;
 
 /// Where command `i`'s keys are in `args`: each key's position and access
 /// flags (`REDISMODULE_CMD_KEY_*`) to `visit`, or an error when Redis
-/// could not find them. It runs before every handler (an error is the
-/// reply, and the handler is not called) and answers Redis's keys position
-/// requests (commands declared with `getkeys-api`).
-pub type KeysOf =
-    fn(usize, &[RedisString], &mut dyn FnMut(usize, u32)) -> Result<(), redis_module::RedisError>;
+/// could not find them. It runs before every handler without a visitor
+/// (an error is the reply, and the handler is not called) and answers
+/// Redis's keys position requests (commands declared with `getkeys-api`).
+pub type KeysOf = fn(
+    usize,
+    &[RedisString],
+    Option<&mut dyn FnMut(usize, u32)>,
+) -> Result<(), redis_module::RedisError>;
 
 /// The handlers, by the index of their entry point, with their names.
 static HANDLERS: OnceLock<Vec<(&'static str, Handler)>> = OnceLock::new();
@@ -74,15 +77,17 @@ fn dispatch(
         // (none where the arguments locate no keys: the command is then
         // refused when it runs).
         guard::contain(name, || {
-            let _ = keys_of(i, &args, &mut |pos, flags| {
-                ffi::key_at_pos(&context, pos, flags)
-            });
+            let _ = keys_of(
+                i,
+                &args,
+                Some(&mut |pos, flags| ffi::key_at_pos(&context, pos, flags)),
+            );
         });
         return OK;
     }
     let written = guard::contain(name, || {
         guard::inject("command");
-        let checked = keys_of(i, &args, &mut |_, _| ());
+        let checked = keys_of(i, &args, None);
         match checked.and_then(|()| handler(&context, &args)) {
             Ok(r) => reply::send(&context, &r),
             Err(e) => {
