@@ -618,3 +618,56 @@ fn payloads_results_keys_and_gates_are_shown_as_stored() {
     }
     assert_eq!(r.int(&["EXISTS", "nope"]), 0);
 }
+
+/// The module's refusals are told apart by their code (docs/commands.md,
+/// "Error codes"), never by their text: NOJOB is a 404, every other
+/// condition a 409 showing the server's text without its code (TOOMANY,
+/// the other code the dashboard reads, is in
+/// `listings_stay_within_the_servers_limit`).
+#[test]
+fn module_refusals_are_told_by_their_code() {
+    let r = Redis::start();
+    let gone = r.enqueue("codes", json!({"key": "gone", "response_url": "u"}));
+    r.cmd(&["ORCA.DELETE", "codes", &gone]).unwrap();
+    let running = r.enqueue("codes", json!({"key": "run", "response_url": "u"}));
+    r.cmd(&["ORCA.POP", "codes", "LEASE", "600000"]).unwrap();
+    r.enqueue("codes", json!({"key": "waits", "response_url": "u"})); // a page with forms
+    let d = Dashboard::start(&r.url(), &[]);
+    let (_, page) = d.http("GET", "/queue?q=codes", &[], "");
+    let (cookie, token) = csrf_of(&page);
+    for (key, status, text) in [
+        (&gone, 404, "no such job"),
+        (&running, 409, "job is running (leased to a worker)"),
+    ] {
+        let (code, page) = d.http(
+            "POST",
+            "/action/move",
+            &[FORM, ("Cookie", &cookie)],
+            &form(&[
+                ("csrf", &token),
+                ("q", "codes"),
+                ("key", key),
+                ("to", "front"),
+            ]),
+        );
+        assert_eq!(code, status, "{page}");
+        assert!(page.contains(text), "{page}");
+        assert!(
+            !page.contains("NOJOB") && !page.contains("LEASED"),
+            "{page}"
+        );
+    }
+    // A requeue of a job that is not dead: NOJOB too.
+    let (code, page) = d.http(
+        "POST",
+        "/action/requeue",
+        &[FORM, ("Cookie", &cookie)],
+        &form(&[("csrf", &token), ("q", "codes"), ("key", &running)]),
+    );
+    assert_eq!(code, 404, "{page}");
+    assert_eq!(
+        r.field_str(&["ORCA.STATUS", "codes", &running], "state")
+            .as_deref(),
+        Some("leased")
+    );
+}

@@ -5,34 +5,47 @@
 
 use redis_module::{Context, RedisError, RedisString};
 
-use super::args::err;
 use super::datatype::QUEUE_TYPE;
+use super::errors::coded;
 use super::ffi::{self, selected_db, Arg, Kw};
-use super::{settings, stats, tracking};
+use super::{module_config, stats, tracking};
 use crate::core::compact::MOVES_PER_WRITE;
 use crate::core::config::ConfigLimits;
+use crate::core::error::ErrorCode;
 use crate::core::{decode_key, JobKey, Queue, QueueError, Settings, TickReport};
 
-pub fn core_err(e: QueueError) -> RedisError {
-    err(e.to_string())
-}
+pub use super::errors::core_err;
 
-/// Refuse a payload (config or result) over `orca.max-payload-bytes`.
-pub fn check_payload(len: usize, what: &str) -> Result<(), RedisError> {
-    let max = settings::max_payload_bytes();
+/// Refuse a payload over `orca.max-payload-bytes`: a config (`BADCONFIG`,
+/// as every refused config) or a result (`TOOLARGE`).
+pub fn check_payload(len: usize, what: Payload) -> Result<(), RedisError> {
+    let max = module_config::max_payload_bytes();
     if len > max {
-        return Err(err(format!(
-            "{what} is {len} bytes; the limit is {max} (orca.max-payload-bytes)"
-        )));
+        let (code, what) = match what {
+            Payload::Config => (ErrorCode::BadConfig, "config"),
+            Payload::Result => (ErrorCode::TooLarge, "result"),
+        };
+        return Err(coded(
+            code,
+            &[],
+            format!("{what} is {len} bytes; the limit is {max} (orca.max-payload-bytes)"),
+        ));
     }
     Ok(())
+}
+
+/// What `check_payload` checks.
+#[derive(Clone, Copy)]
+pub enum Payload {
+    Config,
+    Result,
 }
 
 /// Config limits for client input; none for what the master or the AOF
 /// replays (the master already applied its own limits).
 pub fn limits_for(client: bool) -> ConfigLimits {
     if client {
-        settings::config_limits()
+        module_config::config_limits()
     } else {
         ConfigLimits::NONE
     }
@@ -41,13 +54,15 @@ pub fn limits_for(client: bool) -> ConfigLimits {
 /// Refuse a new job when the queue holds `orca.max-queue-length` waiting
 /// jobs (queued, held and delayed).
 pub fn check_room(q: &Queue, key: &JobKey) -> Result<(), RedisError> {
-    let max = settings::max_queue_length();
+    let max = module_config::max_queue_length();
     let (queued, delayed, _, _) = q.state_counts();
     let waiting = queued + q.held_len() + delayed;
     if !q.contains(key) && waiting >= max {
-        return Err(err(format!(
-            "queue is full ({waiting} waiting jobs; orca.max-queue-length is {max})"
-        )));
+        return Err(coded(
+            ErrorCode::QueueFull,
+            &[],
+            format!("queue is full ({waiting} waiting jobs; orca.max-queue-length is {max})"),
+        ));
     }
     Ok(())
 }
@@ -113,7 +128,7 @@ pub fn write_queue<T>(
             Ok((Some(v), None))
         }
         None if create => {
-            let created = settings::queue_defaults();
+            let created = module_config::queue_defaults();
             let mut q = Queue::with_settings(created);
             let v = op(&mut q)?;
             stats::queue_added(&q);

@@ -6,10 +6,12 @@ use redis_module::{Context, RedisError, RedisString};
 use super::access::{core_err, read_queue, replicate_created_settings, write_queue};
 use super::args::{err, from_master_or_aof, is_kw, parse_int, parse_ms};
 use super::datatype::QUEUE_TYPE;
+use super::errors::{coded, queue_missing};
 use super::ffi::{self, selected_db, signal_ready};
 use super::inspect::settings_map;
 use super::reply::{CmdResult, Reply};
-use super::{settings, stats, tracking};
+use super::{module_config, stats, tracking};
+use crate::core::error::ErrorCode;
 use crate::core::settings::{AutoDelay, MAX_COUNT_SETTING};
 use crate::core::{Order, Queue, Settings};
 
@@ -175,8 +177,11 @@ pub fn queue_settings<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'
     };
     let changes = Changes::parse(rest)?;
     if !changes.any() {
-        return Ok(read_queue(ctx, name, |q| Ok(settings_reply(q)))?
-            .unwrap_or_else(|| settings_reply(&Queue::with_settings(settings::queue_defaults()))));
+        return Ok(
+            read_queue(ctx, name, |q| Ok(settings_reply(q)))?.unwrap_or_else(|| {
+                settings_reply(&Queue::with_settings(module_config::queue_defaults()))
+            }),
+        );
     }
     let (reply, created_with) = write_queue(ctx, name, true, |q| {
         let new = changes.apply(*q.settings());
@@ -188,7 +193,7 @@ pub fn queue_settings<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'
     ffi::notify(ctx, c"orca.settings", name);
     // A new cap (or none) may let blocked pops through.
     signal_ready(ctx, name);
-    reply.ok_or_else(|| err("queue missing"))
+    reply.ok_or_else(queue_missing)
 }
 
 /// `ORCA.IMPORT <queue> <blob>`: adds the units of a serialized queue (the
@@ -209,8 +214,13 @@ pub fn import<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         .get_value::<Queue>(&QUEUE_TYPE)?
         .map(|q| waiting(q))
         .unwrap_or(0);
-    if !from_master_or_aof(ctx) && existing + waiting(&incoming) > settings::max_queue_length() {
-        return Err(err("import would exceed orca.max-queue-length"));
+    if !from_master_or_aof(ctx) && existing + waiting(&incoming) > module_config::max_queue_length()
+    {
+        return Err(coded(
+            ErrorCode::QueueFull,
+            &[],
+            "import would exceed orca.max-queue-length",
+        ));
     }
     let db = selected_db(ctx);
     match key.get_value::<Queue>(&QUEUE_TYPE)? {

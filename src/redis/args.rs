@@ -4,12 +4,10 @@
 
 use redis_module::{Context, RedisError, RedisString};
 
+use crate::core::error::ErrorCode;
 use crate::core::MAX_TIME;
 
-pub fn err(msg: impl Into<String>) -> RedisError {
-    let msg = msg.into();
-    RedisError::String(format!("ERR {msg}"))
-}
+pub use super::errors::err;
 
 /// A strict base-10 integer (optional leading '-', no spaces, no '+').
 pub fn parse_int(arg: &RedisString, what: &str) -> Result<i64, RedisError> {
@@ -118,11 +116,41 @@ pub fn parse_ms(arg: &RedisString, what: &str) -> Result<i64, RedisError> {
 }
 
 pub fn is_kw(arg: &RedisString, kw: &str) -> bool {
-    arg.as_slice().eq_ignore_ascii_case(kw.as_bytes())
+    kw_eq(arg.as_slice(), kw)
+}
+
+/// `is_kw` on bytes: the whole argument equals `kw`, ASCII case folded.
+pub fn kw_eq(arg: &[u8], kw: &str) -> bool {
+    arg.eq_ignore_ascii_case(kw.as_bytes())
+}
+
+/// An argument's bytes: client strings in the module, byte strings in the
+/// unit tests of the walks that locate keys (`keyspec.rs`, `finish.rs`),
+/// which run without a server.
+pub trait ArgBytes {
+    fn arg_bytes(&self) -> &[u8];
+}
+
+impl ArgBytes for RedisString {
+    fn arg_bytes(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl ArgBytes for &[u8] {
+    fn arg_bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+impl ArgBytes for Vec<u8> {
+    fn arg_bytes(&self) -> &[u8] {
+        self
+    }
 }
 
 /// Most options a command takes.
-const MAX_OPTIONS: usize = 8;
+pub const MAX_OPTIONS: usize = 8;
 
 /// Trailing `NAME value` options. Each allowed option may appear once.
 pub struct Options<'a> {
@@ -170,6 +198,15 @@ impl<'a> Options<'a> {
         Ok(Options { allowed, values })
     }
 
+    /// Options found by another walk of the arguments (`finish.rs`):
+    /// `values[i]` is the value of `allowed[i]`.
+    pub fn with_values(
+        allowed: &'static [&'static str],
+        values: [Option<&'a RedisString>; MAX_OPTIONS],
+    ) -> Self {
+        Options { allowed, values }
+    }
+
     pub fn get(&self, name: &str) -> Option<&'a RedisString> {
         let k = self.allowed.iter().position(|n| *n == name)?;
         self.values.get(k).copied().flatten()
@@ -194,16 +231,30 @@ pub fn format(opts: &Options) -> Result<super::reply::Format, RedisError> {
 /// `LIMIT n` of a listing: 0..=`orca.max-pop-count`, default 100 (or the
 /// maximum if lower).
 pub fn page_limit(opts: &Options) -> Result<usize, RedisError> {
-    let max = super::settings::max_pop_count();
+    let max = super::module_config::max_pop_count();
     match opts.get("LIMIT") {
         None => Ok(100.min(max) as usize),
         Some(v) => {
             let n = parse_int(v, "LIMIT")?;
             if !(0..=max).contains(&n) {
-                return Err(err(format!("LIMIT must be between 0 and {max}")));
+                return Err(over_max(
+                    n > max,
+                    max,
+                    format!("LIMIT must be between 0 and {max}"),
+                ));
             }
             Ok(n as usize)
         }
+    }
+}
+
+/// A COUNT or LIMIT refused: `TOOMANY <max>` when it is over the server's
+/// maximum (`orca.max-pop-count`, which a client cannot know), else `ERR`.
+pub fn over_max(over: bool, max: i64, text: String) -> RedisError {
+    if over {
+        super::errors::coded(ErrorCode::TooMany, &[max.to_string()], text)
+    } else {
+        err(text)
     }
 }
 
@@ -220,7 +271,7 @@ pub fn from_master_or_aof(ctx: &Context) -> bool {
 /// that moves the clock forward could expire other workers' leases).
 pub fn check_pins(ctx: &Context, opts: &Options) -> Result<(), RedisError> {
     let pinned = opts.get("NOW").is_some() || opts.get("MAXATTEMPTS").is_some();
-    if pinned && !from_master_or_aof(ctx) && !super::settings::trust_client_clock() {
+    if pinned && !from_master_or_aof(ctx) && !super::module_config::trust_client_clock() {
         return Err(err(
             "NOW and MAXATTEMPTS on worker commands are for replication (CONFIG SET orca.trust-client-clock yes allows them from clients)",
         ));
@@ -231,7 +282,7 @@ pub fn check_pins(ctx: &Context, opts: &Options) -> Result<(), RedisError> {
 /// `MAXATTEMPTS n` (0..=2^32-1), or the module setting.
 pub fn max_attempts(opts: &Options) -> Result<i64, RedisError> {
     match opts.get("MAXATTEMPTS") {
-        None => Ok(super::settings::max_attempts()),
+        None => Ok(super::module_config::max_attempts()),
         Some(v) => {
             let n = parse_int(v, "MAXATTEMPTS")?;
             if !(0..=u32::MAX as i64).contains(&n) {
@@ -244,7 +295,12 @@ pub fn max_attempts(opts: &Options) -> Result<i64, RedisError> {
 
 /// A short, printable rendering of client bytes for error messages.
 pub fn printable(arg: &RedisString) -> String {
-    let s: String = String::from_utf8_lossy(arg.as_slice())
+    printable_bytes(arg.as_slice())
+}
+
+/// `printable` of any argument's bytes.
+pub fn printable_bytes(arg: &[u8]) -> String {
+    let s: String = String::from_utf8_lossy(arg)
         .chars()
         .take(32)
         .map(|c| if c.is_control() { '?' } else { c })

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use redis_module::{raw, Context, InfoContext, RedisString};
 
 use super::reply::{self, CmdResult};
-use super::{ffi, guard};
+use super::{errors, ffi, guard};
 
 const OK: c_int = raw::REDISMODULE_OK as c_int;
 const ERR: c_int = raw::REDISMODULE_ERR as c_int;
@@ -22,7 +22,7 @@ const ERR: c_int = raw::REDISMODULE_ERR as c_int;
 pub type Handler = for<'a> fn(&Context, &'a [RedisString]) -> CmdResult<'a>;
 
 /// The reply to a panic contained in a command.
-const INTERNAL_ERROR: &str = "ERR internal error in the orca module (see the server log)";
+const INTERNAL_ERROR: &str = "INTERNAL internal error in the orca module (see the server log)";
 
 // ---------------------------------------------------------------- commands
 
@@ -68,7 +68,7 @@ fn dispatch(
         HANDLERS.get().and_then(|h| h.get(i)).copied(),
         KEYS_OF.get().copied(),
     ) else {
-        context.reply_error_string("ERR orca command table not installed");
+        context.reply_error_string("INTERNAL orca command table not installed");
         return OK;
     };
     let args = redis_module::decode_args(ctx, argv, argc);
@@ -91,7 +91,7 @@ fn dispatch(
         match checked.and_then(|()| handler(&context, &args)) {
             Ok(r) => reply::send(&context, &r),
             Err(e) => {
-                reply::send_err(&context, e);
+                errors::send_err(&context, e);
             }
         }
     });
@@ -212,7 +212,7 @@ extern "C" fn blocked_ready(
                 true
             }
             Some(Err(e)) => {
-                reply::send_err(&context, e);
+                errors::send_err(&context, e);
                 true
             }
         }
@@ -240,7 +240,7 @@ extern "C" fn blocked_timeout(
         match (b.on_timeout)(&context, &args) {
             Ok(r) => reply::send(&context, &r),
             Err(e) => {
-                reply::send_err(&context, e);
+                errors::send_err(&context, e);
             }
         }
         Some(())

@@ -1,38 +1,49 @@
 //! Where a command's keys are, said once: the key specs declared to Redis
-//! (`COMMAND INFO`, and what ACL and Cluster check) and the extraction Redis
-//! runs on them, mirrored here so that the module finds its keys exactly
-//! where Redis found them.
+//! (`COMMAND INFO`), the module's own locator (the keys its handler
+//! touches, answered to Redis through `getkeys-api`), and the extraction
+//! the servers run, mirrored here so that tests can check the one rule of
+//! docs/security.md ("Keys named among options"): wherever the locator
+//! names keys, ACL, `COMMAND GETKEYS` and Cluster check exactly those, and
+//! wherever it cannot, the command is refused before its handler runs.
 //!
-//! ACL (`~pattern`, `%R~`, `%W~`) and Cluster (`CROSSSLOT`, `MOVED`) check
-//! the keys Redis extracts from the arguments with the command's key specs
-//! (`getKeysUsingKeySpecs`, db.c, the same in Redis 7.0 and Valkey 8).
-//! When that extraction fails (a key count Redis cannot read, a count past
-//! the arguments), Redis checks NO key at all and runs the command anyway:
-//! ACL lets it through, Cluster neither redirects it nor checks slots. So:
+//! What Redis 7.0 and Valkey 8 consult (db.c, acl.c, cluster.c):
 //!
-//! - every command is refused before its handler runs when Redis's
-//!   extraction fails for it (`check`, called by the command dispatch for
-//!   every entry of the table);
-//! - a handler whose keys are not just the first argument takes their
-//!   positions from `positions` (the mirror), never from a parse of its
-//!   own, so the keys it touches are the keys Redis checked.
+//! - ACL (`~`, `%R~`, `%W~`) and `COMMAND GETKEYS`
+//!   (`getKeysFromCommandWithSpecs`): the key specs first; only when their
+//!   extraction fails (a count it cannot read, keys past the arguments) or
+//!   reaches an INCOMPLETE spec that found its keyword, the command's
+//!   `getkeys-api` (or, without one, no key at all: ACL lets it through).
+//! - Cluster (`CROSSSLOT`, `MOVED`, `getNodeByQuery` via
+//!   `getKeysFromCommand`): the `getkeys-api` if declared, else the legacy
+//!   (first, last, step) triple; never the key specs. redis-py's cluster
+//!   client asks `COMMAND GETKEYS` for a `movablekeys` command, and the
+//!   legacy triple otherwise.
 //!
-//! The mirror follows db.c step by step: `Index` and `Keyword` begin
-//! searches (the keyword compared as `strcasecmp` does: ASCII case folded,
-//! up to a NUL byte; the search never looks at its end index), `Range` and
-//! `KeyNum` key finding (the count read by `string2ll`, `args::redis_int`),
-//! and "any spec invalid: no keys at all". It is stricter in one place
-//! only: a count beyond the arguments is refused, where Redis 7.0/Valkey
-//! cast it to 32 bits first (`4294967298` extracts 2 keys there); refusing
-//! such a command touches nothing, so nothing unchecked is touched.
+//! So (`Keys`): a command whose keys are not all at fixed positions
+//! declares `getkeys-api`, answered by `Keys::locate`, the function the
+//! handler takes its keys from; each of its key specs is either exact
+//! (Redis reads it as the locator does: fixed positions, a key count read
+//! as `string2ll` reads it) or INCOMPLETE with a keyword search that finds
+//! its keyword wherever the locator names a key there, so that ACL falls
+//! back to the locator. `dispatch` (hooks.rs) refuses every command whose
+//! arguments the locator cannot read.
 //!
-//! docs/security.md ("Keys, ACL and Cluster") says what a future command
-//! that names a key among its options must declare and check.
+//! The mirror (`redis_specs`, `acl_keys`, `cluster_keys`) follows db.c step
+//! by step: `Index` and `Keyword` begin searches (the keyword compared as
+//! `strcasecmp` does: ASCII case folded, up to a NUL byte; the search never
+//! looks at its end index), `Range` and `KeyNum` key finding (the count read
+//! by `string2ll`, `args::redis_int`, cast to 32 bits), INCOMPLETE, and "any
+//! spec invalid: no keys at all". The locator reads counts strictly: one
+//! beyond the arguments is refused, where Redis casts it to 32 bits first
+//! (`4294967298` extracts 2 keys there); refusing such a command touches
+//! nothing, so nothing unchecked is touched.
 
 use redis_module::commands::{BeginSearch, FindKeys, KeySpec, KeySpecFlags};
-use redis_module::{RedisError, RedisString};
+use redis_module::RedisError;
 
-use super::args::strict_count;
+pub use super::args::ArgBytes;
+use super::args::{redis_int, strict_count};
+use super::finish::{self, Grammar};
 
 /// Where Redis starts looking for a spec's keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,17 +85,26 @@ pub enum Find {
 pub struct Spec {
     pub begin: Begin,
     pub find: Find,
+    /// May not point out every key (`INCOMPLETE`): Redis then asks the
+    /// command's `getkeys-api` whenever this spec finds anything.
+    pub incomplete: bool,
+}
+
+/// One key at a fixed range (`lastkey` after `begin`).
+const fn one(begin: Begin) -> Spec {
+    Spec {
+        begin,
+        find: Find::Range {
+            lastkey: 0,
+            keystep: 1,
+            limit: 0,
+        },
+        incomplete: false,
+    }
 }
 
 /// One queue, the first argument.
-pub const QUEUE: &[Spec] = &[Spec {
-    begin: Begin::Index(1),
-    find: Find::Range {
-        lastkey: 0,
-        keystep: 1,
-        limit: 0,
-    },
-}];
+pub const QUEUE: &[Spec] = &[one(Begin::Index(1))];
 
 /// `<numkeys> <queue> [<queue> ...]`: the count first, the queues after it.
 pub const COUNTED_QUEUES: &[Spec] = &[Spec {
@@ -96,7 +116,136 @@ pub const COUNTED_QUEUES: &[Spec] = &[Spec {
         count: "numkeys",
         keys: "queues",
     },
+    incomplete: false,
 }];
+
+/// A finish (`ORCA.ACK`, `ORCA.NACK`): the queue, and the argument after a
+/// `FORWARD` among the options, searched from the first option on. A
+/// keyword search cannot tell the option from a value that reads
+/// `FORWARD` (`RESULT FORWARD`), so the spec is INCOMPLETE: wherever it
+/// finds the word, Redis asks the module (`finish::forward_key`). The
+/// search covers every place the option can stand (from the first option
+/// to the third argument from the end: it needs two values).
+pub const FINISH: &[Spec] = &[
+    one(Begin::Index(1)),
+    Spec {
+        incomplete: true,
+        ..one(Begin::Keyword {
+            keyword: "FORWARD",
+            startfrom: finish::FIRST as i32,
+        })
+    },
+];
+
+/// Where a command's keys are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keys {
+    /// Exactly where these specs say (none of them incomplete): Redis and
+    /// the module read them alike, the module's counts strictly.
+    Specs(&'static [Spec]),
+    /// A finish of this grammar: the queue, and `<queue2>` where the
+    /// command's own walk of its options finds `FORWARD` (`FINISH`).
+    Finish(Grammar),
+}
+
+impl Keys {
+    /// The specs declared to Redis.
+    pub fn specs(self) -> &'static [Spec] {
+        match self {
+            Keys::Specs(s) => s,
+            Keys::Finish(_) => FINISH,
+        }
+    }
+
+    /// The legacy (first key, last key, step) Redis derives from the specs
+    /// (`populateCommandLegacyRangeSpec`): the consecutive fixed ranges of
+    /// step 1, else none. Cluster uses it for a command without
+    /// `getkeys-api`.
+    pub fn legacy(self) -> (i32, i32, i32) {
+        let (mut first, mut last) = (i32::MAX, 0);
+        for s in self.specs() {
+            if let Spec {
+                begin: Begin::Index(pos),
+                find:
+                    Find::Range {
+                        lastkey,
+                        keystep: 1,
+                        ..
+                    },
+                ..
+            } = *s
+            {
+                if last != 0 && last != pos - 1 {
+                    continue;
+                }
+                first = first.min(pos);
+                last = last.max(if lastkey >= 0 { pos + lastkey } else { lastkey });
+            }
+        }
+        if first == i32::MAX {
+            (0, 0, 0)
+        } else {
+            (first, last, 1)
+        }
+    }
+
+    /// Whether some key is not at the legacy positions: the command then
+    /// declares `getkeys-api` (Cluster consults nothing else), and Redis
+    /// shows it as `movablekeys` (redis-py's cluster client then asks
+    /// `COMMAND GETKEYS`).
+    pub fn getkeys_api(self) -> bool {
+        let fixed = |s: &Spec| {
+            !s.incomplete
+                && matches!(
+                    (s.begin, s.find),
+                    (
+                        Begin::Index(_),
+                        Find::Range {
+                            lastkey: 0..,
+                            keystep: 1,
+                            ..
+                        }
+                    )
+                )
+        };
+        !self.specs().iter().all(fixed)
+    }
+
+    /// The locator: visit the position of every key the command touches,
+    /// in order, or refuse the arguments (the command then touches
+    /// nothing). The handler takes its keys from here (MPOP through
+    /// `positions`) or from the same walk (`finish::parse`).
+    pub fn locate<A: ArgBytes>(self, args: &[A], visit: impl FnMut(usize)) -> Result<(), RedisError> {
+        match self {
+            Keys::Specs(specs) => walk(specs, args, Reader::Module, visit),
+            Keys::Finish(g) => {
+                let mut visit = visit;
+                if args.len() < 2 {
+                    return Err(RedisError::WrongArity);
+                }
+                visit(1);
+                finish::forward_key(g, args).into_iter().for_each(visit);
+                Ok(())
+            }
+        }
+    }
+
+    /// Refuse arguments the locator cannot read (before every handler).
+    pub fn check<A: ArgBytes>(self, args: &[A]) -> Result<(), RedisError> {
+        match self {
+            // Never fails past the arity: no walk needed.
+            Keys::Finish(_) if args.len() >= 2 => Ok(()),
+            _ => self.locate(args, |_| ()),
+        }
+    }
+
+    /// The positions of the keys, in order.
+    pub fn positions<A: ArgBytes>(self, args: &[A]) -> Result<Vec<usize>, RedisError> {
+        let mut out = Vec::new();
+        self.locate(args, |i| out.push(i))?;
+        Ok(out)
+    }
+}
 
 /// The key specs as Redis takes them, all with the same access flags.
 pub fn declare(specs: &[Spec], flags: KeySpecFlags) -> Vec<KeySpec> {
@@ -122,55 +271,21 @@ pub fn declare(specs: &[Spec], flags: KeySpecFlags) -> Vec<KeySpec> {
                     ..
                 } => FindKeys::new_keys_num(keynumidx, firstkey, keystep),
             };
-            KeySpec::new(
-                None,
-                KeySpecFlags::from_bits_truncate(flags.bits()),
-                begin,
-                find,
-            )
+            let mut f = KeySpecFlags::from_bits_truncate(flags.bits());
+            if s.incomplete {
+                f |= KeySpecFlags::INCOMPLETE;
+            }
+            KeySpec::new(None, f, begin, find)
         })
         .collect()
 }
 
-/// The legacy (first key, last key, step) Redis shows in `COMMAND INFO`:
-/// that of a first spec at a fixed index with a fixed range, else none
-/// (Redis then finds the keys through the specs: `movablekeys`).
-pub fn legacy(specs: &[Spec]) -> (i32, i32, i32) {
-    match specs.first() {
-        Some(Spec {
-            begin: Begin::Index(first),
-            find:
-                Find::Range {
-                    lastkey,
-                    keystep,
-                    limit: 0,
-                },
-        }) if *lastkey >= 0 && specs.len() == 1 => (*first, first + lastkey, *keystep),
-        _ => (0, 0, 0),
-    }
-}
-
-/// An argument's bytes (client strings in the module, byte strings in tests).
-pub trait ArgBytes {
-    fn arg_bytes(&self) -> &[u8];
-}
-
-impl ArgBytes for RedisString {
-    fn arg_bytes(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl ArgBytes for &[u8] {
-    fn arg_bytes(&self) -> &[u8] {
-        self
-    }
-}
-
-impl ArgBytes for Vec<u8> {
-    fn arg_bytes(&self) -> &[u8] {
-        self
-    }
+/// Who reads the specs: Redis (its extraction, mirrored), or the module
+/// (counts read strictly, with the module's errors).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reader {
+    Redis,
+    Module,
 }
 
 /// `strcasecmp(arg, keyword) == 0`: the argument up to its first NUL byte
@@ -181,12 +296,14 @@ fn keyword_eq(arg: &[u8], keyword: &str) -> bool {
         .is_some_and(|a| a.eq_ignore_ascii_case(keyword.as_bytes()))
 }
 
-/// Visit the key positions Redis extracts from `args` (the command name
-/// at 0), spec by spec, in its order. An error when Redis's extraction
-/// fails (it would check no key): the command must then be refused.
-pub fn for_each<A: ArgBytes>(
+/// Visit the key positions `specs` give in `args` (the command name at 0),
+/// spec by spec, in Redis's order (`getKeysUsingKeySpecs`). An error where
+/// the extraction fails: for Redis, it then asks the command's
+/// `getkeys-api` (or checks no key); for the module, the command is refused.
+fn walk<A: ArgBytes>(
     specs: &[Spec],
     args: &[A],
+    reader: Reader,
     mut visit: impl FnMut(usize),
 ) -> Result<(), RedisError> {
     let argc = args.len() as i64;
@@ -239,9 +356,6 @@ pub fn for_each<A: ArgBytes>(
                 } else {
                     first + ((argc - first) / limit + lastkey)
                 };
-                if last >= argc || last < first || first >= argc {
-                    return Err(RedisError::WrongArity);
-                }
                 (last, i64::from(keystep))
             }
             Find::KeyNum {
@@ -251,18 +365,34 @@ pub fn for_each<A: ArgBytes>(
                 count,
                 keys,
             } => {
-                let Some(n) = arg(first + i64::from(keynumidx)) else {
+                let (keynumidx, firstkey) = (i64::from(keynumidx), i64::from(firstkey));
+                if keynumidx >= argc {
+                    return Err(RedisError::WrongArity);
+                }
+                let Some(n) = arg(first + keynumidx) else {
                     return Err(RedisError::WrongArity);
                 };
-                first += i64::from(firstkey);
-                // Redis: last = first + numkeys - 1 (the count spans that
-                // many arguments, keys every `keystep`-th of them), refused
-                // past the end, at 0 and below.
-                let room = usize::try_from((argc - first).max(0)).unwrap_or(0);
-                let n = strict_count(n, count, room, keys)? as i64;
+                first += firstkey;
+                // The count spans that many arguments (keys every
+                // `keystep`-th of them): last = first + numkeys - 1.
+                let n = match reader {
+                    Reader::Module => {
+                        let room = usize::try_from((argc - first).max(0)).unwrap_or(0);
+                        strict_count(n, count, room, keys)? as i64
+                    }
+                    // `(int)numkeys`: a count past 2^31 wraps.
+                    Reader::Redis => match redis_int(n) {
+                        Some(n) if n >= 0 => i64::from(n as i32),
+                        _ => return Err(RedisError::Str("ERR key count Redis cannot read")),
+                    },
+                };
                 (first + n - 1, i64::from(keystep))
             }
         };
+        // Out of bounds: a syntax error for Redis, which then checks none.
+        if last >= argc || last < first || first >= argc {
+            return Err(RedisError::WrongArity);
+        }
         if step < 1 {
             return Err(RedisError::Str("ERR key spec with a step below 1"));
         }
@@ -271,20 +401,58 @@ pub fn for_each<A: ArgBytes>(
             visit(i as usize);
             i += step;
         }
+        if spec.incomplete {
+            // Redis gives up on the specs (after this one found its keys);
+            // the module never locates keys with an incomplete spec.
+            return Err(RedisError::Str("ERR incomplete key spec"));
+        }
     }
     Ok(())
 }
 
-/// Refuse a command whose keys Redis could not extract.
-pub fn check<A: ArgBytes>(specs: &[Spec], args: &[A]) -> Result<(), RedisError> {
-    for_each(specs, args, |_| ())
+/// Redis's extraction from `specs` (`getKeysUsingKeySpecs`): the positions,
+/// or `None` where it gives up on them (an invalid spec, or an incomplete
+/// one that found its keyword).
+pub fn redis_specs<A: ArgBytes>(specs: &[Spec], args: &[A]) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    walk(specs, args, Reader::Redis, |i| out.push(i)).ok()?;
+    Some(out)
 }
 
-/// The positions of the keys Redis checked, in its order.
-pub fn positions<A: ArgBytes>(specs: &[Spec], args: &[A]) -> Result<Vec<usize>, RedisError> {
+/// What ACL and `COMMAND GETKEYS` check (`getKeysFromCommandWithSpecs`):
+/// the specs' keys, else the `getkeys-api`'s (the locator's, none where it
+/// refuses the arguments), else none.
+pub fn acl_keys<A: ArgBytes>(keys: Keys, args: &[A]) -> Vec<usize> {
+    match redis_specs(keys.specs(), args) {
+        Some(k) => k,
+        None if keys.getkeys_api() => keys.positions(args).unwrap_or_default(),
+        None => Vec::new(),
+    }
+}
+
+/// What Cluster checks (`getKeysFromCommand`): the `getkeys-api`'s keys,
+/// else the legacy range (none where it passes the arguments).
+pub fn cluster_keys<A: ArgBytes>(keys: Keys, args: &[A]) -> Vec<usize> {
+    if keys.getkeys_api() {
+        return keys.positions(args).unwrap_or_default();
+    }
+    let (first, last, step) = keys.legacy();
+    if first <= 0 || step < 1 {
+        return Vec::new();
+    }
+    let argc = args.len() as i64;
+    let (first, last) = (i64::from(first), i64::from(last));
+    let last = if last < 0 { argc + last } else { last };
     let mut out = Vec::new();
-    for_each(specs, args, |i| out.push(i))?;
-    Ok(out)
+    let mut j = first;
+    while j <= last {
+        if j >= argc {
+            return Vec::new();
+        }
+        out.push(j as usize);
+        j += i64::from(step);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -295,13 +463,23 @@ mod tests {
         items.iter().map(|s| s.as_bytes().to_vec()).collect()
     }
 
-    fn keys(specs: &[Spec], items: &[&str]) -> Result<Vec<usize>, String> {
-        positions(specs, &a(items)).map_err(|e| match e {
+    fn msg(e: RedisError) -> String {
+        match e {
             RedisError::String(m) => m,
             RedisError::Str(m) => m.to_string(),
             RedisError::WrongArity => "arity".into(),
             other => format!("{other:?}"),
-        })
+        }
+    }
+
+    /// The module's reading of exact specs.
+    fn keys(specs: &'static [Spec], items: &[&str]) -> Result<Vec<usize>, String> {
+        Keys::Specs(specs).positions(&a(items)).map_err(msg)
+    }
+
+    /// Redis's reading of any specs.
+    fn redis(specs: &[Spec], items: &[&str]) -> Option<Vec<usize>> {
+        redis_specs(specs, &a(items))
     }
 
     #[test]
@@ -309,7 +487,10 @@ mod tests {
         assert_eq!(keys(QUEUE, &["orca.len", "q"]), Ok(vec![1]));
         assert_eq!(keys(QUEUE, &["orca.ack", "q", "k", "1"]), Ok(vec![1]));
         assert_eq!(keys(QUEUE, &["orca.len"]), Err("arity".into()));
-        assert_eq!(legacy(QUEUE), (1, 1, 1));
+        assert_eq!(Keys::Specs(QUEUE).legacy(), (1, 1, 1));
+        assert!(!Keys::Specs(QUEUE).getkeys_api());
+        assert_eq!(cluster_keys(Keys::Specs(QUEUE), &a(&["c", "q"])), vec![1]);
+        assert_eq!(cluster_keys(Keys::Specs(QUEUE), &a(&["c"])), Vec::<usize>::new());
     }
 
     #[test]
@@ -348,41 +529,69 @@ mod tests {
             Err("ERR numkeys must be between 1 and the number of queues given".into())
         );
         assert_eq!(keys(COUNTED_QUEUES, &["orca.mpop"]), Err("arity".into()));
-        assert_eq!(legacy(COUNTED_QUEUES), (0, 0, 0));
+        assert_eq!(Keys::Specs(COUNTED_QUEUES).legacy(), (0, 0, 0));
+        assert!(Keys::Specs(COUNTED_QUEUES).getkeys_api());
+        // Redis reads the canonical counts alike, gives up on the others,
+        // and wraps a count past 2^32 (which the module refuses).
+        let r = |n: &str| redis(COUNTED_QUEUES, &["orca.mpop", n, "a", "b", "LEASE", "0"]);
+        assert_eq!(r("2"), Some(vec![2, 3]));
+        assert_eq!(r("4"), Some(vec![2, 3, 4, 5]));
+        for bad in ["02", "+2", " 2", "-0", "0", "-1", "5", "2147483650"] {
+            assert_eq!(r(bad), None, "{bad}");
+        }
+        assert_eq!(r("4294967298"), Some(vec![2, 3]));
     }
 
-    /// A queue first and a second key after an option keyword (the form
-    /// a `FORWARD <queue>` option would declare), searched the way Redis
-    /// searches: from the end backwards, case folded, up to a NUL byte,
-    /// never at the search's end index.
+    /// The finish's specs: the queue, and the key after a `FORWARD` found
+    /// from the first option on, incomplete: Redis gives up on the specs
+    /// wherever the word stands there (and asks the module), and never
+    /// looks at the last argument.
+    #[test]
+    fn the_finish_spec_gives_up_wherever_forward_stands() {
+        let r = |items: &[&str]| redis(FINISH, items);
+        assert_eq!(r(&["c", "q", "k", "1"]), Some(vec![1]));
+        assert_eq!(r(&["c", "q", "k", "1", "RESULT", "x"]), Some(vec![1]));
+        assert_eq!(r(&["c", "q", "k", "1", "FORWARD", "q2", "{}"]), None);
+        assert_eq!(r(&["c", "q", "k", "1", "RESULT", "forward"]), Some(vec![1]));
+        assert_eq!(r(&["c", "q", "k", "1", "RESULT", "forward", "x"]), None);
+        assert_eq!(r(&["c", "q", "FORWARD", "1", "x", "y"]), Some(vec![1]));
+        assert_eq!(r(&["c", "q", "k", "1", "FORWARD\0x", "q2", "{}"]), None);
+        let k = Keys::Finish(finish::ACK);
+        assert_eq!(k.legacy(), (1, 1, 1));
+        assert!(k.getkeys_api());
+        let fwd = a(&["c", "q", "k", "1", "RESULT", "FORWARD", "FORWARD", "q2", "{}"]);
+        assert_eq!(k.positions(&fwd).ok(), Some(vec![1, 7]));
+        assert_eq!(acl_keys(k, &fwd), vec![1, 7]);
+        assert_eq!(cluster_keys(k, &fwd), vec![1, 7]);
+        let value = a(&["c", "q", "k", "1", "RESULT", "FORWARD", "TTL", "5"]);
+        assert_eq!(acl_keys(k, &value), vec![1]);
+        assert_eq!(cluster_keys(k, &value), vec![1]);
+    }
+
+    /// Keyword searches as Redis runs them: from the end backwards, case
+    /// folded, up to a NUL byte, never at the search's end index.
     #[test]
     fn keyword_specs_search_as_redis_does() {
-        let fwd: &[Spec] = &[
+        const FWD: &[Spec] = &[
             QUEUE[0],
-            Spec {
-                begin: Begin::Keyword {
-                    keyword: "FORWARD",
-                    startfrom: -2,
-                },
-                find: Find::Range {
-                    lastkey: 0,
-                    keystep: 1,
-                    limit: 0,
-                },
-            },
+            one(Begin::Keyword {
+                keyword: "FORWARD",
+                startfrom: -2,
+            }),
         ];
-        let k = |items: &[&str]| keys(fwd, items);
-        assert_eq!(k(&["c", "q", "k", "1"]), Ok(vec![1]));
-        assert_eq!(k(&["c", "q", "k", "1", "FORWARD", "q2"]), Ok(vec![1, 5]));
-        assert_eq!(k(&["c", "q", "k", "1", "forward", "q2"]), Ok(vec![1, 5]));
+        let fwd = FWD;
+        let k = |items: &[&str]| redis(fwd, items);
+        assert_eq!(k(&["c", "q", "k", "1"]), Some(vec![1]));
+        assert_eq!(k(&["c", "q", "k", "1", "FORWARD", "q2"]), Some(vec![1, 5]));
+        assert_eq!(k(&["c", "q", "k", "1", "forward", "q2"]), Some(vec![1, 5]));
         // The last FORWARD before the end wins: the search runs backwards.
         assert_eq!(
             k(&["c", "q", "FORWARD", "x", "FORWARD", "q2"]),
-            Ok(vec![1, 5])
+            Some(vec![1, 5])
         );
         // strcasecmp stops at a NUL byte.
         assert_eq!(
-            positions(
+            redis_specs(
                 fwd,
                 &[
                     b"c".to_vec(),
@@ -390,45 +599,40 @@ mod tests {
                     b"FORWARD\0x".to_vec(),
                     b"q2".to_vec()
                 ]
-            )
-            .ok(),
+            ),
             Some(vec![1, 3])
         );
         // The end index (1) is never looked at.
-        assert_eq!(k(&["c", "FORWARD", "q2"]), Ok(vec![1]));
+        assert_eq!(k(&["c", "FORWARD", "q2"]), Some(vec![1]));
         // Forwards from 2, the last argument is never looked at.
-        let fwd2: &[Spec] = &[Spec {
-            begin: Begin::Keyword {
-                keyword: "TO",
-                startfrom: 2,
-            },
-            find: Find::Range {
-                lastkey: 0,
-                keystep: 1,
-                limit: 0,
-            },
-        }];
-        assert_eq!(keys(fwd2, &["c", "TO", "x", "TO", "y", "TO"]), Ok(vec![4]));
-        assert_eq!(keys(fwd2, &["c", "a", "b", "TO"]), Ok(vec![]));
-        assert_eq!(legacy(fwd), (0, 0, 0));
+        const FWD2: &[Spec] = &[one(Begin::Keyword {
+            keyword: "TO",
+            startfrom: 2,
+        })];
+        let fwd2 = FWD2;
+        assert_eq!(redis(fwd2, &["c", "TO", "x", "TO", "y", "TO"]), Some(vec![4]));
+        assert_eq!(redis(fwd2, &["c", "a", "b", "TO"]), Some(vec![]));
+        assert_eq!(Keys::Specs(fwd).legacy(), (1, 1, 1));
     }
 
     #[test]
     fn ranges_and_steps() {
-        let rest: &[Spec] = &[Spec {
+        const REST: &[Spec] = &[Spec {
             begin: Begin::Index(2),
             find: Find::Range {
                 lastkey: -1,
                 keystep: 2,
                 limit: 0,
             },
+            incomplete: false,
         }];
+        let rest = REST;
         assert_eq!(
-            keys(rest, &["c", "x", "k1", "v1", "k2", "v2"]),
-            Ok(vec![2, 4])
+            redis(rest, &["c", "x", "k1", "v1", "k2", "v2"]),
+            Some(vec![2, 4])
         );
-        assert_eq!(keys(rest, &["c", "x"]), Err("arity".into()));
-        let stepped: &[Spec] = &[Spec {
+        assert_eq!(redis(rest, &["c", "x"]), None);
+        const STEPPED: &[Spec] = &[Spec {
             begin: Begin::Index(1),
             find: Find::KeyNum {
                 keynumidx: 0,
@@ -437,7 +641,9 @@ mod tests {
                 count: "numkeys",
                 keys: "keys",
             },
+            incomplete: false,
         }];
+        let stepped = STEPPED;
         // As in db.c, the count spans arguments: keys every step within it.
         assert_eq!(
             keys(stepped, &["c", "2", "k1", "v1", "k2", "v2"]),
@@ -449,21 +655,20 @@ mod tests {
         );
         assert_eq!(keys(stepped, &["c", "3", "k1", "v1", "k2"]), Ok(vec![2, 4]));
         assert!(keys(stepped, &["c", "5", "k1", "v1", "k2", "v2"]).is_err());
+        assert_eq!(redis(stepped, &["c", "5", "k1", "v1", "k2", "v2"]), None);
     }
 
-    /// The table's commands use these specs, and MPOP's handler finds its
-    /// queues with the one the table declares.
     #[test]
-    fn the_table_declares_these_specs() {
-        use super::super::commands::COMMANDS;
-        for c in COMMANDS {
-            let name = c.name.to_str().unwrap();
-            let want = if name == "orca.mpop" {
-                COUNTED_QUEUES
-            } else {
-                QUEUE
-            };
-            assert_eq!(c.keys, want, "{name}");
-        }
+    fn declared_flags_mark_the_incomplete_spec() {
+        let f = KeySpecFlags::READ_WRITE | KeySpecFlags::ACCESS;
+        let d = declare(FINISH, f);
+        assert_eq!(d.len(), 2);
+        let flags = |k: &KeySpec| raw_flags(k);
+        assert_eq!(flags(&d[0]) & u64::from(KeySpecFlags::INCOMPLETE.bits()), 0);
+        assert_ne!(flags(&d[1]) & u64::from(KeySpecFlags::INCOMPLETE.bits()), 0);
+    }
+
+    fn raw_flags(k: &KeySpec) -> u64 {
+        redis_module::raw::RedisModuleCommandKeySpec::from(k).flags
     }
 }

@@ -9,14 +9,15 @@
 
 use redis_module::{Context, RedisError, RedisString};
 
-use super::access::{check_payload, core_err, job_key_arg, read_queue, write_queue};
+use super::access::{check_payload, core_err, job_key_arg, read_queue, write_queue, Payload};
 use super::args::{
     check_pins, err, format, from_master_or_aof, is_kw, parse_int, strict_count, Options,
 };
+use super::errors;
 use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
 use super::pop::{take, PopArgs};
 use super::reply::{self, CmdResult, Format, Reply};
-use super::{settings, stats};
+use super::{module_config, stats};
 use crate::core::limits::lease_deadline;
 use crate::core::{JobKey, QueueError};
 
@@ -111,13 +112,13 @@ fn parse<'a>(ctx: &Context, args: &'a [RedisString]) -> Result<MackArgs<'a>, Red
     };
     check_pins(ctx, &a)?;
     check_pins(ctx, &b)?;
-    let ttl = one("TTL")?.unwrap_or_else(settings::result_ttl);
+    let ttl = one("TTL")?.unwrap_or_else(module_config::result_ttl);
     let now = one("NOW")?.unwrap_or_else(now_ms);
     let next = match next {
         None => None,
         Some(after) => {
             let opts = Options::parse(after, &["LEASE", "COUNT", "FORMAT"])?;
-            let lease = opts.ms("LEASE")?.unwrap_or_else(settings::lease_time);
+            let lease = opts.ms("LEASE")?.unwrap_or_else(module_config::lease_time);
             if lease_deadline(now, lease).is_none() {
                 // Refused before the ACKs: an error leaves the queue as it was.
                 return Err(core_err(QueueError::TimeOverflow));
@@ -125,7 +126,7 @@ fn parse<'a>(ctx: &Context, args: &'a [RedisString]) -> Result<MackArgs<'a>, Red
             let max = if from_master_or_aof(ctx) {
                 i64::MAX
             } else {
-                settings::max_pop_count()
+                module_config::max_pop_count()
             };
             // "Up to n jobs": a COUNT above orca.max-pop-count takes that many (a
             // client refilling its slots need not know the server's limit).
@@ -142,7 +143,7 @@ fn parse<'a>(ctx: &Context, args: &'a [RedisString]) -> Result<MackArgs<'a>, Red
     if let Some(rs) = results {
         if !from_master_or_aof(ctx) {
             for r in rs {
-                check_payload(r.len(), "result")?;
+                check_payload(r.len(), Payload::Result)?;
             }
         }
     }
@@ -208,12 +209,12 @@ pub fn mack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     send_outcomes(ctx, &outcomes);
     let p = PopArgs {
         count: Some(count),
-        ..PopArgs::next(lease, m.now, settings::max_attempts(), format)
+        ..PopArgs::next(lease, m.now, module_config::max_attempts(), format)
     };
     match take(ctx, name, &p, false) {
         Ok(Some(r)) => reply::send(ctx, &r),
         Ok(None) => ffi::reply::array(ctx, 0),
-        Err(e) => reply::send_err(ctx, e),
+        Err(e) => errors::send_err(ctx, e),
     }
     Ok(Reply::Sent)
 }
@@ -224,7 +225,7 @@ fn send_outcomes(ctx: &Context, outcomes: &[Result<(), QueueError>]) {
     for o in outcomes {
         match o {
             Ok(()) => ffi::reply::int(ctx, 1),
-            Err(e) => reply::send_err(ctx, core_err(e.clone())),
+            Err(e) => errors::send_err(ctx, core_err(e.clone())),
         }
     }
 }

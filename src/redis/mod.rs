@@ -5,7 +5,8 @@
 //! - `guard` the one panic guard; `hooks` the C entry points (commands,
 //!   blocked clients, command filter, server events, INFO), which run the
 //!   functions handed to them inside the guard; `datatype` the type callbacks.
-//! - `reply`, `args`, `settings`, `stats`, `tracking` (queues with pending
+//! - `errors` (error replies: a code, its fields, one clean line), `reply`,
+//!   `args`, `module_config`, `stats`, `tracking` (queues with pending
 //!   deadlines); `access` opens keys as queues; `keyspec` where each
 //!   command's keys are (declared to Redis, found as Redis finds them).
 //! - The commands: `jobs`, `pop`, `worker`, `inspect`, `admin`, `gates`; `timer`
@@ -20,7 +21,9 @@ pub mod alloc;
 pub mod args;
 pub mod commands;
 pub mod datatype;
+pub mod errors;
 pub mod ffi;
+pub mod finish;
 pub mod gates;
 pub mod guard;
 pub mod hooks;
@@ -28,9 +31,9 @@ pub mod inspect;
 pub mod jobs;
 pub mod keyspec;
 pub mod mack;
+pub mod module_config;
 pub mod pop;
 pub mod reply;
-pub mod settings;
 pub mod stats;
 pub mod timer;
 pub mod tracking;

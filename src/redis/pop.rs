@@ -10,11 +10,15 @@
 use redis_module::{Context, RedisError, RedisString};
 
 use super::access::{core_err, write_queue};
-use super::args::{check_pins, err, format, from_master_or_aof, max_attempts, parse_int, Options};
+use super::args::{
+    check_pins, err, format, from_master_or_aof, max_attempts, over_max, parse_int, Options,
+};
+use super::errors::coded;
 use super::ffi::{self, deny_blocking, now_ms, signal_ready, Arg, Kw};
 use super::reply::{self, CmdResult, Format, Reply};
 use super::{hooks, keyspec};
-use super::{settings, stats, timer};
+use super::{module_config, stats, timer};
+use crate::core::error::ErrorCode;
 use crate::core::TickReport;
 
 /// What a pop asks for.
@@ -59,16 +63,20 @@ fn parse_pop(ctx: &Context, rest: &[RedisString]) -> Result<PopArgs, RedisError>
             let max = if from_master_or_aof(ctx) {
                 i64::MAX
             } else {
-                settings::max_pop_count()
+                module_config::max_pop_count()
             };
             if !(1..=max).contains(&n) {
-                return Err(err(format!("COUNT must be between 1 and {max}")));
+                return Err(over_max(
+                    n > max,
+                    max,
+                    format!("COUNT must be between 1 and {max}"),
+                ));
             }
             Some(n)
         }
     };
     Ok(PopArgs {
-        lease: opts.ms("LEASE")?.unwrap_or_else(settings::lease_time),
+        lease: opts.ms("LEASE")?.unwrap_or_else(module_config::lease_time),
         block: opts.ms("BLOCK")?,
         count,
         now: opts.ms("NOW")?,
@@ -87,7 +95,7 @@ pub fn take<'a>(
     queue: bool,
 ) -> Result<Option<Reply<'a>>, RedisError> {
     let now = p.now.unwrap_or_else(now_ms);
-    let policy = settings::policy(Some(p.max_attempts));
+    let policy = module_config::policy(Some(p.max_attempts));
     let count = p.count.unwrap_or(1) as usize;
     let (res, _) = write_queue(ctx, name, false, |q| {
         if p.waking && !q.can_hand_out(now) {
@@ -188,7 +196,11 @@ fn block<'a>(
     if hooks::block_on_keys(ctx, keys, timeout, on_ready, on_timeout) {
         Ok(Reply::Blocked)
     } else {
-        Err(err("could not block the client"))
+        Err(coded(
+            ErrorCode::Internal,
+            &[],
+            "could not block the client",
+        ))
     }
 }
 
@@ -214,7 +226,7 @@ fn on_timeout<'a>(_ctx: &Context, _args: &'a [RedisString]) -> CmdResult<'a> {
 /// The queues are where Redis's key extraction found them (the count read
 /// as Redis reads it), so each is one that ACL and Cluster checked.
 fn mpop_args(args: &[RedisString]) -> Result<(&[RedisString], &[RedisString]), RedisError> {
-    let at = keyspec::positions(keyspec::COUNTED_QUEUES, args)?;
+    let at = keyspec::Keys::Specs(keyspec::COUNTED_QUEUES).positions(args)?;
     match (at.first(), at.last()) {
         (Some(&first), Some(&last)) if last + 1 - first == at.len() => {
             let queues = args.get(first..=last).ok_or(RedisError::WrongArity)?;

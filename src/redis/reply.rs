@@ -10,51 +10,13 @@
 use std::borrow::Cow;
 use std::ffi::CStr;
 
-use redis_module::Context;
-
-use redis_module::RedisError;
+use redis_module::{Context, RedisError};
 
 use super::ffi;
 use crate::core::{encode_key, Delivery, JobInfo, JobKey};
 
 /// What a command returns: a reply to send, or an error reply.
 pub type CmdResult<'a> = Result<Reply<'a>, RedisError>;
-
-/// Errors as clients expect them: `WRONGTYPE ...` for another type, and
-/// every other text cleaned (see `clean_error`).
-pub fn clean_err(e: RedisError) -> RedisError {
-    match e {
-        RedisError::WrongType => {
-            RedisError::Str("WRONGTYPE Operation against a key holding the wrong kind of value")
-        }
-        // The wrapper crate reports another key type with this text.
-        RedisError::Str(s)
-            if s.contains("wrong Redis type") || s.contains("wrong kind of value") =>
-        {
-            RedisError::Str("WRONGTYPE Operation against a key holding the wrong kind of value")
-        }
-        RedisError::Str(s) => RedisError::String(clean_error(s)),
-        RedisError::String(s) => RedisError::String(clean_error(&s)),
-        e => e,
-    }
-}
-
-/// Error texts may quote client input (a JSON parser's message, a gate's
-/// name): keep them to one line of bounded length with no control
-/// character (no CR, LF or NUL: the reply is a C string on one RESP line).
-/// Other characters stay: `send_err` sends the UTF-8 bytes as they are.
-fn clean_error(s: &str) -> String {
-    let mut out: String = s
-        .chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .take(400)
-        .collect();
-    let known = ["ERR ", "WRONGTYPE ", "NOPERM ", "OOM ", "READONLY "];
-    if !known.iter().any(|p| out.starts_with(p)) {
-        out.insert_str(0, "ERR ");
-    }
-    out
-}
 
 // `Job` is large (a job and its extra fields inline), and kept inline on
 // purpose: it is the reply of the hot paths, which must not allocate.
@@ -206,28 +168,6 @@ impl Sink for Client<'_> {
     }
     fn status(&mut self, s: &'static CStr) {
         ffi::reply::status(self.0, s);
-    }
-}
-
-/// Write an error reply to the client of `ctx` (cleaned: `clean_err`).
-/// Texts go through `ffi::reply::error`, not the wrapper crate, which sends
-/// each char as one byte (`c as u8`): a non-ASCII name quoted in an error
-/// would arrive as invalid UTF-8, and U+0100 as a NUL that aborts it.
-pub fn send_err(ctx: &Context, e: RedisError) {
-    match clean_err(e) {
-        RedisError::String(s) => send_error_text(ctx, &s),
-        RedisError::Str(s) => send_error_text(ctx, s),
-        e => {
-            ctx.reply(Err(e));
-        }
-    }
-}
-
-fn send_error_text(ctx: &Context, s: &str) {
-    match std::ffi::CString::new(s) {
-        Ok(c) => ffi::reply::error(ctx, &c),
-        // `clean_error` leaves no NUL; a fixed text if one came anyway.
-        Err(_) => ffi::reply::error(ctx, c"ERR error text not representable"),
     }
 }
 

@@ -11,9 +11,9 @@ use super::state::*;
 use crate::args;
 
 /// The error of a worker command whose lease is not held.
-pub const LEASE_NOT_HELD: &str = "ERR lease not held";
+pub const LEASE_NOT_HELD: &str = "NOLEASE ";
 /// The error of a worker command whose job was deleted while it ran.
-pub const CANCELLED: &str = "ERR job was cancelled";
+pub const CANCELLED: &str = "CANCELLED ";
 /// The error of `ORCA.POP ... BLOCK` where blocking is not allowed.
 pub const BLOCK_REFUSED: &str = "BLOCK is not allowed inside MULTI/EXEC or scripts";
 
@@ -141,7 +141,31 @@ pub fn assert_rejected(
     e
 }
 
+/// A malformed command (docs/commands.md, "Error codes").
 pub const ERR: &[&str] = &["ERR "];
+/// A refused job config.
+pub const BADCONFIG: &[&str] = &["BADCONFIG "];
+/// Any code of the module's own (a queue condition) or ERR.
+pub const ERR_CODES: &[&str] = &[
+    "ERR ",
+    "BADCONFIG ",
+    "NOJOB ",
+    "IMMEDIATE ",
+    "LEASED ",
+    "DELAYED ",
+    "DEAD ",
+    "HELD ",
+    "NOTQUEUED ",
+    "ALREADYQUEUED ",
+    "NOLEASE ",
+    "CANCELLED ",
+    "QUEUEFULL ",
+    "TOOLARGE ",
+    "TOOMANY ",
+    "TIMERANGE ",
+    "CORRUPT ",
+    "INVARIANT ",
+];
 
 /// The last delivery of `key` completes: ACK answers 1, the job is gone and
 /// the queue passes ORCA.CHECK.

@@ -102,6 +102,15 @@ pub fn error_text(v: &Value) -> Option<String> {
     }
 }
 
+/// The code of an error reply, its first word ("ERR", "NOJOB", ...), if
+/// it is one (docs/commands.md, "Error codes").
+pub fn error_code(v: &Value) -> Option<String> {
+    match v {
+        Value::ServerError(e) => Some(e.code().to_string()),
+        _ => None,
+    }
+}
+
 /// Run a command that must succeed.
 pub fn ok(con: &mut redis::Connection, args: &[Vec<u8>]) -> Value {
     let v = raw(con, args);

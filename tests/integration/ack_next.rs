@@ -205,7 +205,7 @@ fn a_refused_finish_hands_out_nothing() {
     }
     let ja = must_pop_at(&mut c, q, LONG, t);
     let jb = must_pop_at(&mut c, q, LONG, t);
-    let not_held = "ERR lease not held (it expired and the job was handed out again, was already acked or nacked, or never existed)";
+    let not_held = "NOLEASE lease not held (it expired and the job was handed out again, was already acked or nacked, or never existed)";
     // `cmd q <ja's key> <the lease of `lease`> NEXT extra...`.
     let finish = |cmd: &str, q: &str, lease: &Fields, extra: &[&str]| {
         let mut a = args![cmd, q, text(&ja, "key"), text(lease, "lease"), "NEXT"];
@@ -231,7 +231,7 @@ fn a_refused_finish_hands_out_nothing() {
         // which must not happen either.
         cases.push((
             finish(cmd, q, &ja, &["LEASE", "9007199254740991"]),
-            "ERR time out of range",
+            "TIMERANGE ",
         ));
     }
     cases.push((
@@ -255,7 +255,7 @@ fn a_refused_finish_hands_out_nothing() {
         let a = next_args(cmd, q, &ja, &[], &[]);
         assert_eq!(
             assert_rejected(&mut c, q, &a, &[CANCELLED]),
-            "ERR job was cancelled"
+            "CANCELLED job was cancelled"
         );
     }
     let st = stats(&mut c, q);

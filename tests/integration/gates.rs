@@ -222,10 +222,11 @@ fn delete_and_move_of_held_jobs() {
     let q = "q";
     held_mix(&mut c, q, t);
     // MOVE is refused with the reason, and changes nothing.
-    let want = format!("ERR job is held behind gate '{G}' (ORCA.GATE ... OPEN releases it)");
+    let want = format!("HELD {G} job is held behind gate '{G}' (ORCA.GATE ... OPEN releases it)");
     for how in ["RELEASE", "DELAY"] {
         for name in ["h-coll", "h-single", "h-imm"] {
-            let e = assert_rejected(&mut c, q, &args!["ORCA.MOVE", q, key_of(name), how], ERR);
+            let a = args!["ORCA.MOVE", q, key_of(name), how];
+            let e = assert_rejected(&mut c, q, &a, &["HELD "]);
             assert_eq!(e, want, "{how} {name}");
         }
     }
@@ -331,11 +332,11 @@ fn stats_list_and_info_count_held_jobs() {
         &mut c,
         q,
         &args!["ORCA.ENQUEUE", q, gated("one-more", None, 0, G)],
-        ERR,
+        &["QUEUEFULL "],
     );
     assert_eq!(
         e,
-        "ERR queue is full (10 waiting jobs; orca.max-queue-length is 10)"
+        "QUEUEFULL queue is full (10 waiting jobs; orca.max-queue-length is 10)"
     );
     // An update of a held job is not a new job.
     enqueue(&mut c, q, &gated("h-single", None, 1, G));
@@ -413,16 +414,17 @@ fn hostile_gate_names() {
     let f = enqueue(&mut c, q, cfg);
     assert_eq!(text(&f, "state"), "held");
     assert_eq!(as_bytes(get(&f, "gate")), raw_name);
-    // Errors quote the name as UTF-8 (a control character as '?').
+    // The gate field is the exact bytes, percent-encoded; the text quotes
+    // the name as UTF-8 (a control character as '?').
     let e = assert_rejected(
         &mut c,
         q,
         &args!["ORCA.MOVE", q, text(&f, "key"), "RELEASE"],
-        ERR,
+        &["HELD "],
     );
     assert_eq!(
         e,
-        "ERR job is held behind gate 'a?\u{e9}\u{1f600}' (ORCA.GATE ... OPEN releases it)"
+        "HELD a%00%C3%A9%F0%9F%98%80 job is held behind gate 'a?\u{e9}\u{1f600}' (ORCA.GATE ... OPEN releases it)"
     );
     // Keywords as names.
     for name in ["OPEN", "CLOSE", "DROP", "NOW"] {
@@ -446,11 +448,11 @@ fn hostile_gate_names() {
             &mut c,
             q,
             &args!["ORCA.ENQUEUE", q, gated("big", None, 0, &name)],
-            ERR,
+            BADCONFIG,
         );
         assert_eq!(
             e,
-            format!("ERR gate is {len} bytes; the limit is 256 (orca.max-gate-length)")
+            format!("BADCONFIG gate is {len} bytes; the limit is 256 (orca.max-gate-length)")
         );
     }
     for op in ["CLOSE", "OPEN", "DROP"] {
@@ -461,12 +463,12 @@ fn hostile_gate_names() {
         &mut c,
         q,
         &args!["ORCA.ENQUEUE", q, gated("e", None, 0, "")],
-        ERR,
+        BADCONFIG,
     );
-    assert_eq!(e, "ERR gate must not be empty");
+    assert_eq!(e, "BADCONFIG gate must not be empty");
     for bad in [r#"5"#, r#"["g"]"#, r#"{"g":1}"#, "true"] {
         let cfg = format!(r#"{{"key":"bad","gate":{bad}}}"#);
-        let e = assert_rejected(&mut c, q, &args!["ORCA.ENQUEUE", q, &cfg], ERR);
+        let e = assert_rejected(&mut c, q, &args!["ORCA.ENQUEUE", q, &cfg], BADCONFIG);
         assert!(e.contains("'gate' must be a string or null"), "{bad}: {e}");
     }
     // "gate": null is no gate.
@@ -484,11 +486,11 @@ fn hostile_gate_names() {
         &mut c,
         q,
         &args!["ORCA.ENQUEUE", q, gated("x", None, 0, "fives")],
-        ERR,
+        BADCONFIG,
     );
     assert_eq!(
         e,
-        "ERR gate is 5 bytes; the limit is 4 (orca.max-gate-length)"
+        "BADCONFIG gate is 5 bytes; the limit is 4 (orca.max-gate-length)"
     );
     assert_eq!(as_int(&gate_op(&mut c, q, "four", "CLOSE")), 1);
     config_set(&mut c, "orca.max-gate-length", 256);

@@ -232,14 +232,17 @@ fn pop_count() {
     for f in first.iter().chain(rest.iter()) {
         must_ack(&mut c, "q", &text(f, "key"), &lease(f));
     }
-    for bad in ["0", "1001", "-1", "x"] {
+    for bad in ["0", "-1", "x"] {
         assert_err(&mut c, &args!["ORCA.POP", "q", "COUNT", bad], "ERR COUNT");
     }
+    // Over orca.max-pop-count: TOOMANY with the maximum as its field.
+    let e = assert_err(&mut c, &args!["ORCA.POP", "q", "COUNT", 1001], "TOOMANY ");
+    assert_eq!(e, "TOOMANY 1000 COUNT must be between 1 and 1000");
     config_set(&mut c, "orca.max-pop-count", 2);
     assert_err(
         &mut c,
         &args!["ORCA.POP", "q", "COUNT", 3],
-        "ERR COUNT must be between 1 and 2",
+        "TOOMANY 2 COUNT must be between 1 and 2",
     );
     // A blocked COUNT pop is woken with what is there.
     let h = spawn_blocked(&s, args!["ORCA.POP", "q", "BLOCK", 5000, "COUNT", 2]);

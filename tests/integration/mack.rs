@@ -76,8 +76,8 @@ fn pop_count(c: &mut Con, q: &str, n: usize, lease: i64, now: i64) -> Vec<Fields
     }
 }
 
-const LOST: &str = "ERR lease not held";
-const CANCELLED: &str = "ERR job was cancelled";
+const LOST: &str = "NOLEASE ";
+const CANCELLED: &str = "CANCELLED ";
 
 fn fill_jobs(c: &mut Con, q: &str, n: usize, t: i64) {
     for i in 0..n {
@@ -418,7 +418,7 @@ fn errors_change_nothing() {
         ),
         (
             args!["ORCA.MACK", q, 1, &k, &l, "RESULTS", &huge],
-            "ERR result is 2000 bytes",
+            "TOOLARGE result is 2000 bytes",
         ),
         (
             args!["ORCA.MACK", q, 1, &k, &l, "NEXT", "COUNT", 0],
@@ -443,7 +443,7 @@ fn errors_change_nothing() {
                 "LEASE",
                 9007199254740991i64
             ],
-            "ERR time out of range",
+            "TIMERANGE ",
         ),
     ];
     for (a, prefix) in &cases {

@@ -52,7 +52,7 @@ fn first_queue_in_argument_order_hands_out() {
     // Its lease belongs to q3: ACK on q3 works, on q2 it is not held.
     assert_eq!(
         error_text(&ack(&mut c, "q2", &text(&f, "key"), &text(&f, "lease"))).as_deref(),
-        Some("ERR lease not held (it expired and the job was handed out again, was already acked or nacked, or never existed)")
+        Some("NOLEASE lease not held (it expired and the job was handed out again, was already acked or nacked, or never existed)")
     );
     ack_job(&mut c, "q3", &f, &[]);
     let f = mpop(&mut c, &["q2", "q3"], &args!["LEASE", 0]).unwrap();

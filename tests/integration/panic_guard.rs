@@ -13,7 +13,7 @@ use redis::Value;
 
 use crate::common::*;
 
-const INTERNAL: &str = "ERR internal error in the orca module (see the server log)";
+const INTERNAL: &str = "INTERNAL internal error in the orca module (see the server log)";
 
 /// A server whose module panics in `place`.
 fn armed(place: &str, extra: &[&str]) -> (Server, Con) {

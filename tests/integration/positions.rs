@@ -159,16 +159,10 @@ fn random_positions(seed: u64, order: &str) {
                     log.push(show_args(&a));
                     let v = raw(&mut c, &a);
                     match model.get(okey) {
-                        None => assert_eq!(
-                            error_text(&v).as_deref(),
-                            Some("ERR no such job"),
-                            "{log:?}"
-                        ),
-                        Some(true) => assert_eq!(
-                            error_text(&v).as_deref(),
-                            Some("ERR immediate jobs cannot be moved"),
-                            "{log:?}"
-                        ),
+                        None => assert_eq!(error_code(&v).as_deref(), Some("NOJOB"), "{log:?}"),
+                        Some(true) => {
+                            assert_eq!(error_code(&v).as_deref(), Some("IMMEDIATE"), "{log:?}")
+                        }
                         Some(false) => {
                             assert!(error_text(&v).is_none(), "{log:?}: {v:?}");
                             let f = fields(v);
@@ -264,10 +258,10 @@ fn status_positions_agree_with_pop() {
                 if let Some(e) = error_text(&v) {
                     let st = status(&mut c, "q", &key);
                     match st {
-                        None => assert_eq!(e, "ERR no such job"),
+                        None => assert_eq!(e, "NOJOB no such job"),
                         Some(st) => {
                             assert_eq!(int(&st, "immediate"), 1);
-                            assert_eq!(e, "ERR immediate jobs cannot be moved");
+                            assert_eq!(e, "IMMEDIATE immediate jobs cannot be moved");
                         }
                     }
                 }
@@ -588,7 +582,7 @@ fn list_pages_and_filters() {
         (vec!["LIMIT", "-1"], "ERR LIMIT must be between 0 and 1000"),
         (
             vec!["LIMIT", "1001"],
-            "ERR LIMIT must be between 0 and 1000",
+            "TOOMANY 1000 LIMIT must be between 0 and 1000",
         ),
         (
             vec!["FILTER", "course"],

@@ -195,11 +195,7 @@ fn max_attempts_dead_list_requeue_purge() {
     assert!(dead_list(&mut c, "q", &[]).is_empty());
     assert_eq!(qlen(&mut c, "q"), 1);
     assert_eq!(state(&mut c, "q", &ka).as_deref(), Some("queued"));
-    assert_err(
-        &mut c,
-        &args!["ORCA.DEAD", "q", "REQUEUE", &ka],
-        "ERR no such job",
-    );
+    assert_err(&mut c, &args!["ORCA.DEAD", "q", "REQUEUE", &ka], "NOJOB ");
     let p = must_pop_at(&mut c, "q", 1000, b + 30_001);
     assert_eq!(text(&p, "key"), ka);
     assert_eq!(
@@ -238,7 +234,7 @@ fn max_attempts_dead_list_requeue_purge() {
     assert_err(
         &mut c,
         &args!["ORCA.DEAD", "q", "REQUEUE", &kz],
-        "ERR job is already queued",
+        "ALREADYQUEUED ",
     );
     assert_eq!(as_int(&ok(&mut c, &args!["ORCA.DEAD", "q", "PURGE"])), 2);
     assert!(dead_list(&mut c, "q", &[]).is_empty());

@@ -256,15 +256,15 @@ fn settings_listed_and_change_behaviour() {
     }
     assert_eq!(
         fails(&mut c, &args!["ORCA.POP", "mp", "COUNT", "4"]),
-        "ERR COUNT must be between 1 and 3"
+        "TOOMANY 3 COUNT must be between 1 and 3"
     );
     assert_eq!(
         fails(&mut c, &args!["ORCA.LIST", "mp", "LIMIT", "4"]),
-        "ERR LIMIT must be between 0 and 3"
+        "TOOMANY 3 LIMIT must be between 0 and 3"
     );
     assert_eq!(
         fails(&mut c, &args!["ORCA.DEAD", "mp", "LIST", "LIMIT", "4"]),
-        "ERR LIMIT must be between 0 and 3"
+        "TOOMANY 3 LIMIT must be between 0 and 3"
     );
     assert_eq!(
         list(&mut c, "mp", &[]).len(),
@@ -399,7 +399,7 @@ fn settings_from_module_args_and_command_line() {
     assert_eq!(order_of(&mut c, "q"), "fifo");
     assert_eq!(
         fails(&mut c, &args!["ORCA.POP", "q", "COUNT", "8"]),
-        "ERR COUNT must be between 1 and 7"
+        "TOOMANY 7 COUNT must be between 1 and 7"
     );
     let f = fields(ok(&mut c, &args!["ORCA.POP", "q", "NOW", t + 10]));
     assert_eq!(text(&f, "key"), key_of("a"), "FIFO");

@@ -593,7 +593,7 @@ impl Model {
     ) -> Result<NackOutcome, QueueError> {
         // "Errors: as ORCA.ACK": only the worker holding the lease is heard.
         let attempts = self.held(key, token)?.job.attempts;
-        // "ERR time out of range": the clock, and the retry time it gives
+        // "TIMERANGE time out of range": the clock, and the retry time it gives
         // (times are 0..=2^53-1).
         if !(0..=MAX_TIME).contains(&now) {
             return Err(QueueError::TimeOverflow);

@@ -1,4 +1,4 @@
-import type Redis from "ioredis";
+import type { Cluster, Redis } from "ioredis";
 
 /**
  * A connection of its own for blocking pops, to the same server as `client`.
@@ -41,7 +41,19 @@ export function checkBlocking(client: object, blockMs: number | undefined): void
     );
 }
 
-/** A connection for a worker's non-blocking commands (pops, acks, heartbeats). */
-export function commandConnection(client: Redis, name = "orca-worker"): Redis {
-  return client.duplicate({ connectionName: name, enableAutoPipelining: false, lazyConnect: false });
+/**
+ * A connection for a worker's non-blocking commands (pops, acks, heartbeats); for a Cluster, a
+ * Cluster of its own (one connection per node).
+ */
+export function commandConnection(client: Redis, name?: string): Redis;
+export function commandConnection(client: Cluster, name?: string): Cluster;
+export function commandConnection(client: Redis | Cluster, name?: string): Redis | Cluster;
+export function commandConnection(client: Redis | Cluster, name = "orca-worker"): Redis | Cluster {
+  if ("stream" in client || !("nodes" in client))
+    return client.duplicate({ connectionName: name, enableAutoPipelining: false, lazyConnect: false });
+  return client.duplicate([], {
+    enableAutoPipelining: false,
+    lazyConnect: false,
+    redisOptions: { ...client.options.redisOptions, connectionName: name },
+  });
 }

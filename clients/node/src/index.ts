@@ -4,6 +4,8 @@ export type { RedisClient } from "./send";
 export { Worker, defaultLogger } from "./worker";
 export type { Handler, Logger, WorkerOptions } from "./worker";
 export { FetchStrategy } from "./strategy";
+export { Durability } from "./durability";
+export type { WaitOptions } from "./durability";
 export { blockingConnection, commandConnection, isBlockingConnection } from "./connection";
 export { orcaKey, configOrcaKey, encodeConfig, encodeResult } from "./keys";
 export type { Config } from "./keys";
@@ -19,7 +21,11 @@ export type {
   WaitStats,
 } from "./types";
 export type { Filter, ListOptions, ListState, MackItem, MackReply, PopOptions } from "./protocol";
+export { Notifier, CallbackFailed, retryAfterMs, callbackRequest } from "./notifier";
+export { Forward } from "./handoff";
+export type { NotifierOptions } from "./notifier";
 export {
+  JobFailed,
   OrcaError,
   LeaseLostError,
   JobCancelledError,
@@ -32,6 +38,7 @@ export {
   InvariantError,
   InvalidArgumentError,
   ResultTooLargeError,
+  NotReplicatedError,
   mapError,
 } from "./errors";
 export type { NotQueuedState } from "./errors";

@@ -1,4 +1,5 @@
 import { checkBlocking } from "./connection";
+import { Durability, isWrite, type WaitOptions } from "./durability";
 import { LeaseLostError, OrcaError } from "./errors";
 import { Config, encodeResult } from "./keys";
 import * as P from "./protocol";
@@ -26,13 +27,39 @@ function delivery(d: Delivery): [string, string] {
  * calls (e.g. many `enqueue()` awaited together) share round trips.
  */
 export class Queue {
+  /** How this queue's writes wait for replicas (see `durability.ts`). */
+  readonly durability: Durability;
+
+  /**
+   * `opts.waitReplicas` (with `waitTimeoutMs`, default 1000): each write resolves only once that
+   * many replicas have it, else rejects with NotReplicatedError; `waitAof`: WAITAOF (the AOF
+   * fsync on the master and those replicas). A Worker built on this Queue waits the same way.
+   */
   constructor(
     readonly client: RedisClient,
     readonly name: string,
-  ) {}
+    opts: WaitOptions = {},
+  ) {
+    this.durability = new Durability(opts);
+    this.durability.check(client);
+  }
+
+  /** The same queue on the same client with other durable-write settings (those not given kept). */
+  withWait(opts: WaitOptions): Queue {
+    const d = this.durability;
+    return new Queue(this.client, this.name, {
+      waitReplicas: d.replicas,
+      waitTimeoutMs: d.timeoutMs,
+      waitAof: d.aof,
+      ...opts,
+    });
+  }
 
   private run<T>(cmd: P.Command<T>): Promise<T> {
-    return send(this.client, cmd);
+    if (!this.durability.on || !isWrite(cmd.args)) return send(this.client, cmd);
+    return this.durability
+      .send(this.client, cmd)
+      .then(([value, reply]) => this.durability.confirm(reply, value));
   }
 
   /** ORCA.ENQUEUE: create-or-update in its collation (a PUT). The reply has no payload. */
@@ -197,9 +224,25 @@ export class Queue {
    * anything else as JSON, `null` included) is kept for `ttlMs`. Rejects with LeaseLostError
    * (JobCancelledError) if not held.
    */
-  ack(d: Delivery, opts: { result?: unknown; ttlMs?: number } = {}): Promise<void> {
+  ack(d: Delivery, opts?: { result?: unknown; ttlMs?: number }): Promise<void>;
+  /**
+   * With `forward`, ORCA.ACK ... FORWARD: the ACK and the enqueue of the successor (`config` into
+   * `queue`, as `enqueue` would) happen in one atomic step, or neither; resolves to the
+   * successor's write reply. In a Cluster both queues must share a hash tag.
+   */
+  ack(
+    d: Delivery,
+    opts: { result?: unknown; ttlMs?: number; forward: { queue: string | Queue; config: Config } },
+  ): Promise<Job>;
+  ack(
+    d: Delivery,
+    opts: { result?: unknown; ttlMs?: number; forward?: { queue: string | Queue; config: Config } } = {},
+  ): Promise<void | Job> {
     const [key, lease] = delivery(d);
-    return this.run(P.ack(this.name, key, lease, encodeResult(opts.result), opts.ttlMs));
+    const result = encodeResult(opts.result);
+    if (opts.forward === undefined) return this.run(P.ack(this.name, key, lease, result, opts.ttlMs));
+    const forward = { queue: queueName(opts.forward.queue), config: opts.forward.config };
+    return this.run(P.ackForward(this.name, key, lease, forward, result, opts.ttlMs));
   }
   /**
    * ORCA.ACK ... NEXT: acks like `ack` and, in the same atomic step, leases the next job of this
@@ -281,14 +324,23 @@ export class Queue {
     const outcomes = items.map((_, n) => {
       const f = firstOf(n);
       if (f === n) return got.get(n) ?? null;
-      return got.get(f) ?? new LeaseLostError(LEASE_NOT_HELD, `ERR ${LEASE_NOT_HELD}`);
+      return got.get(f) ?? new LeaseLostError(LEASE_NOT_HELD, `NOLEASE ${LEASE_NOT_HELD}`, "NOLEASE");
     });
     return { outcomes, jobs };
   }
   /** ORCA.NACK: the delivery failed; resolves to retry / dead / superseded. */
-  nack(d: Delivery, opts: { delayMs?: number } = {}): Promise<NackOutcome> {
+  /**
+   * ORCA.NACK: the delivery failed. With `forward`, a failure that makes the job a dead letter
+   * also enqueues the successor (a failures or callback queue) in the same step: `successor`.
+   */
+  nack(
+    d: Delivery,
+    opts: { delayMs?: number; forward?: { queue: string | Queue; config: Config } } = {},
+  ): Promise<NackOutcome> {
     const [key, lease] = delivery(d);
-    return this.run(P.nack(this.name, key, lease, opts.delayMs));
+    if (opts.forward === undefined) return this.run(P.nack(this.name, key, lease, opts.delayMs));
+    const forward = { queue: queueName(opts.forward.queue), config: opts.forward.config };
+    return this.run(P.nackForward(this.name, key, lease, forward, opts.delayMs));
   }
   /**
    * ORCA.NACK ... NEXT: fails the delivery like `nack` and leases the next job (or null). The
@@ -330,4 +382,8 @@ export function mpop(queues: Queue[], opts: P.PopOptions = {}): Promise<Job | nu
 export function mpopMany(queues: Queue[], count: number, opts: P.PopOptions = {}): Promise<Job[]> {
   const [client, names] = mpopTarget(queues, opts.blockMs);
   return send(client, P.mpopMany(names, count, opts));
+}
+
+function queueName(q: string | Queue): string {
+  return typeof q === "string" ? q : q.name;
 }

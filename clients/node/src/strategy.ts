@@ -57,6 +57,22 @@ export class FetchStrategy {
     this.several = queues.length > 1;
   }
 
+  /**
+   * The queues grouped by hash slot (in the order their first queue is given), one strategy
+   * each with the same options: on a Cluster one MPOP takes keys of one slot. Queues sharing a
+   * hash tag (`{course}:a`, `{course}:b`) share a group.
+   */
+  bySlot(slotOf: (key: string) => number): FetchStrategy[] {
+    const groups = new Map<number, string[]>();
+    for (const name of this.queues) {
+      const slot = slotOf(name);
+      const g = groups.get(slot);
+      if (g) g.push(name);
+      else groups.set(slot, [name]);
+    }
+    return [...groups.values()].map((names) => new FetchStrategy(names, this.opts));
+  }
+
   /** Non-blocking pop of up to `want` jobs (from the first queue that has any). */
   quick(want: number): P.Command<Job[]> {
     const n = Math.min(want, MAX_POP_COUNT);
@@ -119,6 +135,19 @@ export class FetchStrategy {
     );
   }
 
+  /** ORCA.ACK ... FORWARD: the hand-off (the successor's reply is not needed). */
+  ackForward(job: Job, to: P.Forward, result: Buffer | string | undefined): P.Command<void> {
+    const c = P.ackForward(
+      q(job),
+      job.key,
+      lease(job),
+      to,
+      result,
+      result === undefined ? undefined : this.opts.resultTtlMs,
+    );
+    return { args: c.args, parse: () => undefined };
+  }
+
   ack(job: Job, result: Buffer | string | undefined): P.Command<void> {
     return P.ack(
       q(job),
@@ -129,8 +158,9 @@ export class FetchStrategy {
     );
   }
 
-  nack(job: Job): P.Command<NackOutcome> {
-    return P.nack(q(job), job.key, lease(job), this.opts.nackDelayMs);
+  /** `delayMs`: a failure's own retry delay (`JobFailed`), else `nackDelayMs`. */
+  nack(job: Job, delayMs?: number): P.Command<NackOutcome> {
+    return P.nack(q(job), job.key, lease(job), delayMs ?? this.opts.nackDelayMs);
   }
 
   extend(job: Job): P.Command<number> {

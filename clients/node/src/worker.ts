@@ -12,11 +12,17 @@ import { EventEmitter } from "node:events";
 import type Redis from "ioredis";
 
 import { blockingConnection, commandConnection } from "./connection";
-import { LeaseLostError, JobCancelledError, ResultTooLargeError, mapError } from "./errors";
+import type { Durability } from "./durability";
+import calculateSlot from "cluster-key-slot";
+import { JobFailed, LeaseLostError, JobCancelledError, OrcaError, ResultTooLargeError } from "./errors";
 import { encodeResult } from "./keys";
+import { Forward } from "./handoff";
 import type * as P from "./protocol";
 import { Queue, run } from "./queue";
 import { FetchStrategy } from "./strategy";
+import { WorkerWriter } from "./writer";
+import { ClusterBlockers } from "./shards";
+import { isCluster, type RedisClient } from "./send";
 import type { Job, NackOutcome } from "./types";
 
 export type Handler = (job: Job) => unknown;
@@ -93,10 +99,21 @@ export class Worker extends EventEmitter {
   readonly leaseMs: number;
   readonly graceMs: number;
   readonly heartbeatMs: number;
-  readonly counts = { completed: 0, failed: 0, lost: 0, handedBack: 0 };
+  readonly counts: {
+    completed: number;
+    failed: number;
+    lost: number;
+    handedBack: number;
+    unconfirmed?: number;
+  } = { completed: 0, failed: 0, lost: 0, handedBack: 0 };
+  /** How the worker's writes wait for replicas: its first Queue's (see `durability.ts`). */
+  readonly durability: Durability;
+  private readonly writer: WorkerWriter;
   private readonly log: Logger;
-  private readonly conn: Redis;
-  private readonly blocker: Redis;
+  private readonly conn: RedisClient;
+  private readonly blocker: Redis | undefined; // one server (Sentinel too): the blocking connection
+  private readonly shards: ClusterBlockers | undefined; // a Cluster: one per slot group
+  private readonly groups: FetchStrategy[]; // the queues by hash slot (one group off a Cluster)
   private blockerId: Promise<number> | undefined; // CLIENT ID of the blocking connection
   private readonly running = new Set<Running>();
   private pending = 0; // acks, nacks and hand-backs in flight
@@ -139,8 +156,8 @@ export class Worker extends EventEmitter {
     }
     if (new Set(this.queues.map((q) => q.name)).size !== this.queues.length)
       throw new RangeError("a queue is named twice");
-    if (!("duplicate" in first.client) || "nodes" in first.client)
-      throw new TypeError("a Worker needs an ioredis Redis client (not a Cluster)");
+    if (!("duplicate" in first.client))
+      throw new TypeError("a Worker needs an ioredis Redis or Cluster client");
     this.concurrency = opts.concurrency ?? 1;
     this.leaseMs = opts.leaseMs ?? 300_000;
     this.graceMs = opts.graceMs ?? 30_000;
@@ -169,16 +186,26 @@ export class Worker extends EventEmitter {
       },
     );
     this.log = opts.logger ?? defaultLogger;
-    const client = first.client as Redis;
+    this.durability = first.durability;
+    if (this.durability.on) this.counts.unconfirmed = 0;
+    const client = first.client;
     this.conn = commandConnection(client);
-    this.blocker = blockingConnection(client);
+    this.writer = new WorkerWriter(this.conn, this.durability, this.strategy, this.log, this.counts);
     this.conn.on("error", (e: Error) => this.log.warn(`worker connection: ${e.message}`));
-    this.blocker.on("error", (e: Error) => this.log.warn(`worker blocking connection: ${e.message}`));
-    // A reconnected blocking connection has another CLIENT ID: forget the old one when the
-    // connection goes (not when one becomes ready: the first CLIENT ID may be asked, and
-    // answered, before the first "ready" event, and forgetting it then left close() unable to
-    // wake the blocking pop). A CLIENT ID asked after the loss runs on the next connection.
-    this.blocker.on("close", () => (this.blockerId = undefined));
+    if (isCluster(client)) {
+      // One MPOP takes keys of one slot: pops go group by group; blocking ones in shards.ts.
+      this.groups = this.strategy.bySlot(calculateSlot);
+      this.shards = new ClusterBlockers(client, this.groups, this.log);
+    } else {
+      this.groups = [this.strategy];
+      const blocker = (this.blocker = blockingConnection(client));
+      blocker.on("error", (e: Error) => this.log.warn(`worker blocking connection: ${e.message}`));
+      // A reconnected blocking connection has another CLIENT ID: forget the old one when the
+      // connection goes (not when one becomes ready: the first CLIENT ID may be asked, and
+      // answered, before the first "ready" event, and forgetting it then left close() unable
+      // to wake the blocking pop). A CLIENT ID asked after the loss runs on the next connection.
+      blocker.on("close", () => (this.blockerId = undefined));
+    }
     if (opts.handleSignals ?? true) {
       this.onSignal = () => {
         if (this.closing) {
@@ -250,12 +277,14 @@ export class Worker extends EventEmitter {
 
   private async quick(n: number): Promise<Job[]> {
     const jobs: Job[] = [];
-    while (jobs.length < n) {
-      const got = await run(this.conn, this.strategy.quick(n - jobs.length));
-      jobs.push(...got);
-      // A short pop of one queue means it is empty; MPOP takes from one queue at a time, so a
-      // short MPOP that brought jobs may leave some in the next queues.
-      if (got.length === 0 || !this.strategy.several) break;
+    for (const group of this.groups) {
+      while (jobs.length < n) {
+        const got = await this.writer.exec(group.quick(n - jobs.length));
+        jobs.push(...got);
+        // A short pop of one queue means it is empty; MPOP takes from one queue at a time, so a
+        // short MPOP that brought jobs may leave some in the next queues.
+        if (got.length === 0 || !group.several) break;
+      }
     }
     return jobs;
   }
@@ -266,9 +295,17 @@ export class Worker extends EventEmitter {
     this.blocking = true;
     this.reserved += avail;
     const pop = async () => {
-      this.blockerId ??= this.blocker.call("CLIENT", "ID").then(Number);
+      if (this.shards) {
+        const jobs = await this.shards.pop(avail);
+        this.track(
+          this.handBack(jobs.slice(avail), "brought by pops on several shards at once, handed back"),
+        );
+        return this.writer.confirm(jobs.slice(0, avail));
+      }
+      const blocker = this.blocker!;
+      this.blockerId ??= blocker.call("CLIENT", "ID").then(Number);
       await this.blockerId;
-      return run(this.blocker, this.strategy.blocking(avail));
+      return this.writer.confirm(await run(blocker, this.strategy.blocking(avail)));
     };
     pop().then(
       (jobs) => this.received(avail, jobs, true),
@@ -347,6 +384,7 @@ export class Worker extends EventEmitter {
     }
     r.finished = true;
     this.running.delete(r);
+    this.writer.leaseEnds.set(job, r.lastBeat + this.leaseMs);
     this.wakeClose?.();
     if (job.abandoned !== undefined) {
       this.schedulePump();
@@ -356,10 +394,16 @@ export class Worker extends EventEmitter {
     let result: Buffer | string | undefined;
     if (!failed) {
       try {
-        result = encodeResult(value);
+        result = encodeResult(value instanceof Forward ? value.result : value);
       } catch (e) {
         [failed, error] = [true, e];
       }
+    }
+    if (!failed && value instanceof Forward) {
+      // A hand-off: its own command, neither chained nor batched.
+      this.schedulePump();
+      this.track(this.handOff(job, value, result));
+      return;
     }
     if (!failed && !this.stopping && this.strategy.chains(job)) {
       this.reserved++; // the slot stays taken until flushFinishing() decides how it refills
@@ -443,7 +487,11 @@ export class Worker extends EventEmitter {
   private async ackMany(done: Finishing[]): Promise<void> {
     let reply: P.MackReply;
     try {
-      reply = await run(this.conn, this.strategy.ackMany(done));
+      reply = await this.writer.resending(
+        done.map((d) => d.job),
+        "ack",
+        () => this.writer.exec(this.strategy.ackMany(done)),
+      );
     } catch (e) {
       if (this.byOne(e)) {
         for (const { job, value, result } of done) await this.settle(job, value, result, undefined, false);
@@ -481,7 +529,11 @@ export class Worker extends EventEmitter {
   private async ackManyThenNext(done: Finishing[]): Promise<void> {
     let reply: P.MackReply | undefined;
     try {
-      reply = await run(this.conn, this.strategy.ackManyNext(done, done.length));
+      reply = await this.writer.resending(
+        done.map((d) => d.job),
+        "ack",
+        () => this.writer.exec(this.strategy.ackManyNext(done, done.length)),
+      );
     } catch (e) {
       // Refused as a whole (a result too large, the connection): each job on its own, so one
       // oversized result fails only its job.
@@ -557,7 +609,7 @@ export class Worker extends EventEmitter {
   ): Promise<void> {
     if (failed) return this.fail(job, error);
     try {
-      await run(this.conn, this.strategy.ack(job, result));
+      await this.writer.resending([job], "ack", () => this.writer.exec(this.strategy.ack(job, result)));
     } catch (e) {
       // A result the server refuses as too large changed nothing: the delivery failed.
       if (e instanceof ResultTooLargeError) return this.fail(job, e);
@@ -568,11 +620,30 @@ export class Worker extends EventEmitter {
     this.emitSafe("completed", job, value);
   }
 
+  /** ACK ... FORWARD: the delivery finishes and its successor is enqueued in one step. */
+  private async handOff(job: Job, f: Forward, result: Buffer | string | undefined): Promise<void> {
+    const to = { queue: typeof f.queue === "string" ? f.queue : f.queue.name, config: f.config };
+    try {
+      await this.writer.resending([job], "ack", () =>
+        this.writer.exec(this.strategy.ackForward(job, to, result)),
+      );
+    } catch (e) {
+      if (e instanceof ResultTooLargeError) return this.fail(job, e);
+      this.finishFailed(job, e, "hand off");
+      return;
+    }
+    this.counts.completed++;
+    this.emitSafe("completed", job, f);
+  }
+
   /** NACKs a failed delivery; its outcome goes to the `failed` event. */
   private async fail(job: Job, error: unknown): Promise<void> {
     let outcome: NackOutcome;
     try {
-      outcome = await run(this.conn, this.strategy.nack(job));
+      const delayMs = error instanceof JobFailed ? error.delayMs : undefined;
+      outcome = await this.writer.resending([job], "nack", () =>
+        this.writer.exec(this.strategy.nack(job, delayMs)),
+      );
     } catch (e) {
       this.finishFailed(job, e, "nack");
       return;
@@ -587,7 +658,9 @@ export class Worker extends EventEmitter {
   private async ackThenNext(job: Job, value: unknown, result: Buffer | string | undefined): Promise<void> {
     let next: Job | null | undefined;
     try {
-      next = await run(this.conn, this.strategy.ackNext(job, result));
+      next = await this.writer.resending([job], "ack", () =>
+        this.writer.exec(this.strategy.ackNext(job, result)),
+      );
       this.counts.completed++;
       this.emitSafe("completed", job, value);
     } catch (e) {
@@ -632,7 +705,7 @@ export class Worker extends EventEmitter {
     for (const r of this.running) {
       if (r.finished || r.job.abandoned !== undefined || now - r.lastBeat < this.heartbeatMs) continue;
       r.lastBeat = now; // one heartbeat in flight per job
-      run(this.conn, this.strategy.extend(r.job)).then(
+      this.writer.exec(this.strategy.extend(r.job)).then(
         () => undefined,
         (e: unknown) => {
           if (e instanceof LeaseLostError) this.lost(r.job, e);
@@ -701,7 +774,8 @@ export class Worker extends EventEmitter {
       process.off("SIGTERM", this.onSignal);
       process.off("SIGINT", this.onSignal);
     }
-    this.blocker.disconnect();
+    this.blocker?.disconnect();
+    this.shards?.close();
     await this.conn.quit().catch(() => this.conn.disconnect());
     this.log.info(`worker stopped: ${JSON.stringify(this.counts)}`);
     this.emitSafe("closed");
@@ -709,6 +783,7 @@ export class Worker extends EventEmitter {
 
   /** CLIENT UNBLOCK of the blocking connection: whether it unblocked a command. */
   private async unblock(): Promise<boolean> {
+    if (this.shards) return this.shards.unblock().then(() => true);
     if (this.blockerId === undefined) return false;
     try {
       // Still being asked for (the first blocking pop): wait for it rather than a poll period.
@@ -724,19 +799,17 @@ export class Worker extends EventEmitter {
     for (const job of jobs) this.lost(job, reason);
     this.counts.handedBack += jobs.length;
     const cmds: P.Command<unknown>[] = jobs.flatMap((j) => this.strategy.handBack(j));
-    const pipe = this.conn.pipeline();
-    for (const c of cmds) pipe.call(...(c.args as [string, ...P.Arg[]]));
-    try {
-      const replies = (await pipe.exec()) ?? [];
-      replies.forEach(([err], i) => {
-        if (err)
-          this.log.warn(`${String(cmds[i]!.args[0])} ${String(cmds[i]!.args[1])}: ${String(mapError(err))}`);
-      });
-    } catch (e) {
+    // Issued in one turn on one connection (per node, on a Cluster): one write, in order.
+    const replies = await Promise.allSettled(cmds.map((c) => run(this.conn, c)));
+    const lost = replies.find((r) => r.status === "rejected" && !(r.reason instanceof OrcaError));
+    if (lost?.status === "rejected")
       this.log.error(
-        `could not hand back ${jobs.length} jobs (${String(e)}): their leases will expire and they come back`,
+        `could not hand back ${jobs.length} jobs (${String(lost.reason)}): their leases will expire and they come back`,
       );
-    }
+    replies.forEach((r, i) => {
+      if (r.status === "rejected" && r.reason instanceof OrcaError)
+        this.log.warn(`${String(cmds[i]!.args[0])} ${String(cmds[i]!.args[1])}: ${String(r.reason)}`);
+    });
   }
 
   // -- events -----------------------------------------------------------------------------

@@ -191,7 +191,8 @@ describe("Queue", () => {
       await q.enqueue(cfg("one"));
       const e = await q.enqueue(cfg("two")).catch((x: unknown) => x);
       assert.ok(e instanceof QueueFullError && e instanceof OrcaError);
-      assert.match((e as OrcaError).reply, /^ERR queue is full/);
+      assert.equal((e as OrcaError).code, "QUEUEFULL");
+      assert.match((e as OrcaError).reply, /^QUEUEFULL queue is full/);
     } finally {
       await r.call("CONFIG", "SET", "orca.max-queue-length", "10000000");
     }

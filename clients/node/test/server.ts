@@ -37,8 +37,37 @@ export class Server {
   private constructor(
     readonly port: number,
     readonly dir: string,
-    private readonly proc: ChildProcess,
+    private proc: ChildProcess,
+    private readonly args: string[] = [],
   ) {}
+
+  get pid(): number | undefined {
+    return this.proc.pid;
+  }
+
+  /** SIGKILL (nothing saved beyond what is on disk); the directory stays for restart(). */
+  kill(): void {
+    if (this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill("SIGKILL");
+  }
+
+  /** Starts the server again on its port and directory (an AOF written before is loaded). */
+  async restart(): Promise<void> {
+    this.kill();
+    await new Promise((r) => setTimeout(r, 100));
+    this.proc = spawn(REDIS_SERVER, this.args, { stdio: "ignore" });
+    await waitFor(async () => {
+      const c = this.client({ retryStrategy: () => null, lazyConnect: true });
+      c.on("error", () => {});
+      try {
+        await c.connect();
+        return (await c.info("server")).includes(`process_id:${this.proc.pid}\r\n`);
+      } catch {
+        return false;
+      } finally {
+        c.disconnect();
+      }
+    });
+  }
 
   static async start(...moduleArgs: string[]): Promise<Server> {
     if (!existsSync(MODULE))
@@ -55,28 +84,25 @@ export class Server {
 
   private static async tryStart(port: number, moduleArgs: string[]): Promise<Server | null> {
     const dir = mkdtempSync(join(tmpdir(), "orca-node-"));
-    const proc = spawn(
-      REDIS_SERVER,
-      [
-        "--port",
-        String(port),
-        "--bind",
-        "127.0.0.1",
-        "--dir",
-        dir,
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--logfile",
-        join(dir, "server.log"),
-        "--loadmodule",
-        MODULE,
-        ...moduleArgs,
-      ],
-      { stdio: "ignore" },
-    );
-    const server = new Server(port, dir, proc);
+    const args = [
+      "--port",
+      String(port),
+      "--bind",
+      "127.0.0.1",
+      "--dir",
+      dir,
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--logfile",
+      join(dir, "server.log"),
+      "--loadmodule",
+      MODULE,
+      ...moduleArgs,
+    ];
+    const proc = spawn(REDIS_SERVER, args, { stdio: "ignore" });
+    const server = new Server(port, dir, proc, args);
     const deadline = Date.now() + 10_000;
     for (;;) {
       const c = server.client({ retryStrategy: () => null, lazyConnect: true });
@@ -105,7 +131,7 @@ export class Server {
   }
 
   stop(): void {
-    if (this.proc.exitCode === null) this.proc.kill("SIGKILL");
+    this.kill();
     rmSync(this.dir, { recursive: true, force: true });
   }
 }

@@ -9,6 +9,7 @@ import redis.asyncio
 from orca_queue import Job, Queue, Worker
 from orca_queue.aio import Queue as AioQueue
 from orca_queue.aio import Worker as AioWorker
+from orca_queue.protocol import VALUES
 from orca_queue.strategy import MAX_POP_COUNT, FetchStrategy
 
 
@@ -18,13 +19,23 @@ def job(queue: str) -> Job:
 
 def test_one_queue_pops_and_several_use_mpop() -> None:
     one = FetchStrategy(["a"], lease_ms=5000, block_ms=5000)
-    assert one.quick(5000).args == ("ORCA.POP", "a", "LEASE", 5000, "COUNT", MAX_POP_COUNT)
-    assert one.blocking(3).args == ("ORCA.POP", "a", "LEASE", 5000, "BLOCK", 5000, "COUNT", 3)
+    assert one.quick(5000).args == ("ORCA.POP", "a", "LEASE", 5000, "COUNT", MAX_POP_COUNT, *VALUES)
+    assert one.blocking(3).args == (
+        "ORCA.POP",
+        "a",
+        "LEASE",
+        5000,
+        "BLOCK",
+        5000,
+        "COUNT",
+        3,
+        *VALUES,
+    )
     two = FetchStrategy(["a", "b"], lease_ms=5000, block_ms=7000)
-    assert two.quick(2).args == ("ORCA.MPOP", 2, "a", "b", "LEASE", 5000, "COUNT", 2)
+    assert two.quick(2).args == ("ORCA.MPOP", 2, "a", "b", "LEASE", 5000, "COUNT", 2, *VALUES)
     # One blocking MPOP over every queue, with the full BLOCK: woken by any of them.
     assert two.blocking(3).args == (
-        "ORCA.MPOP", 2, "a", "b", "LEASE", 5000, "BLOCK", 7000, "COUNT", 3,
+        "ORCA.MPOP", 2, "a", "b", "LEASE", 5000, "BLOCK", 7000, "COUNT", 3, "FORMAT", "VALUES",
     )  # fmt: skip
 
 
@@ -32,12 +43,12 @@ def test_finish_takes_the_next_job_in_the_same_round_trip() -> None:
     s = FetchStrategy(["a", "b"], lease_ms=5000, block_ms=1000, result_ttl_ms=9)
     # First queue: ACK ... NEXT (the next job of that queue is what MPOP would take).
     assert [c.args for c in s.finish(job("a"), b"r", failed=False, take_next=True)] == [
-        ("ORCA.ACK", "a", "K", "7", "RESULT", b"r", "TTL", 9, "NEXT", "LEASE", 5000)
+        ("ORCA.ACK", "a", "K", "7", "RESULT", b"r", "TTL", 9, "NEXT", "LEASE", 5000, *VALUES)
     ]
     # Another queue: NEXT would skip the first one; ACK pipelined with an MPOP of one.
     assert [c.args for c in s.finish(job("b"), None, failed=False, take_next=True)] == [
         ("ORCA.ACK", "b", "K", "7"),
-        ("ORCA.MPOP", 2, "a", "b", "LEASE", 5000, "COUNT", 1),
+        ("ORCA.MPOP", 2, "a", "b", "LEASE", 5000, "COUNT", 1, *VALUES),
     ]
     # A failure is a plain NACK (its outcome is reported), plus the pop for the slot.
     assert [c.args[0] for c in s.finish(job("a"), None, failed=True, take_next=True)] == [

@@ -8,6 +8,7 @@
 
 pub mod job;
 mod policy;
+pub mod refusal;
 pub mod value;
 
 use std::time::{Duration, Instant};
@@ -18,6 +19,7 @@ use tokio::sync::Mutex;
 
 pub use job::{looks_like_orca_key, metadata_matches, orca_key, Job};
 pub use policy::JobState;
+pub use refusal::Refusal;
 pub use value::{Fields, Val};
 
 /// How long connecting to Redis (and its handshake) may take.
@@ -41,15 +43,6 @@ fn retry(e: &RedisError, read: bool) -> bool {
 /// How long a learned maximum LIMIT is trusted.
 const LIMIT_MEMORY: Duration = Duration::from_secs(600);
 
-/// The maximum in the module's refusal of a LIMIT (`LIMIT must be between
-/// 0 and N`, src/redis/args.rs).
-fn refused_limit(message: &str) -> Option<u64> {
-    const TEXT: &str = "LIMIT must be between 0 and ";
-    let rest = &message[message.find(TEXT)? + TEXT.len()..];
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
-}
-
 /// Payload bytes one listing command is sized to bring back (`run_listing`).
 const LISTING_BUDGET: usize = 4 << 20;
 /// Jobs the first command of a listing asks for.
@@ -68,8 +61,9 @@ pub enum OrcaError {
     Unavailable(String),
     /// The Redis user may not run this command (ACL).
     NoPerm(String),
-    /// The server refused the command (`ERR ...`): bad input, no such job...
-    Refused(String),
+    /// The module refused the command: bad input, no such job... (its
+    /// code decides, docs/commands.md "Error codes").
+    Refused(Refusal),
     /// The reply was not what the module documents.
     Protocol(String),
 }
@@ -95,15 +89,10 @@ impl From<RedisError> for OrcaError {
         {
             return OrcaError::Unavailable(e.to_string());
         }
-        let detail = match (e.code(), e.detail()) {
-            (Some(code), Some(d)) if code != "ERR" => format!("{code} {d}"),
-            (_, Some(d)) => d.to_string(),
-            _ => e.to_string(),
-        };
-        if e.code() == Some("NOPERM") {
-            OrcaError::NoPerm(detail)
-        } else {
-            OrcaError::Refused(detail)
+        match (e.code(), e.detail()) {
+            (Some("NOPERM"), d) => OrcaError::NoPerm(format!("NOPERM {}", d.unwrap_or_default())),
+            (Some(code), d) => OrcaError::Refused(Refusal::new(code, d.unwrap_or_default())),
+            _ => OrcaError::Refused(Refusal::new("ERR", &e.to_string())),
         }
     }
 }
@@ -265,7 +254,7 @@ impl Orca {
             }
             let asked = chunk.min(want);
             let jobs = match self.run_jobs(&build(offset + listed, asked), what).await {
-                Err(OrcaError::Refused(m)) => match refused_limit(&m) {
+                Err(OrcaError::Refused(m)) => match m.max_limit() {
                     Some(n) => {
                         *self.max_limit.lock().unwrap_or_else(|e| e.into_inner()) =
                             Some((n, Instant::now()));
@@ -314,7 +303,7 @@ impl Orca {
                     Some((limit, Instant::now()));
                 Ok(())
             }
-            Err(OrcaError::Refused(m)) => match refused_limit(&m) {
+            Err(OrcaError::Refused(m)) => match m.max_limit() {
                 Some(n) => {
                     *self.max_limit.lock().unwrap_or_else(|e| e.into_inner()) =
                         Some((n, Instant::now()));
@@ -664,17 +653,6 @@ fn redact_url(raw: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn limits_are_read_from_the_refusal() {
-        assert_eq!(refused_limit("LIMIT must be between 0 and 100"), Some(100));
-        assert_eq!(
-            refused_limit("ERR LIMIT must be between 0 and 1000000"),
-            Some(1_000_000)
-        );
-        assert_eq!(refused_limit("COUNT must be between 1 and 100"), None);
-        assert_eq!(refused_limit("LIMIT must be between 0 and "), None);
-    }
 
     #[test]
     fn passwords_are_redacted() {

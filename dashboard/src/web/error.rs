@@ -1,9 +1,9 @@
 //! Every failure becomes a page that says what went wrong, with a status
-//! code that matches; nothing a request carries can panic the server.
+//! code that matches; nothing a request carries can panic the server. The
+//! page itself is drawn by `error_page` (which uses the layout; this file
+//! uses nothing of the web module, so the layout may use it).
 
-use askama::Template;
 use axum::http::StatusCode;
-use axum::response::{Html, IntoResponse, Response};
 
 use crate::orca::OrcaError;
 
@@ -38,6 +38,7 @@ impl AppError {
             AppError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::Orca(OrcaError::Unavailable(_)) => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Orca(OrcaError::NoPerm(_)) => StatusCode::FORBIDDEN,
+            AppError::Orca(OrcaError::Refused(r)) if r.no_such_job() => StatusCode::NOT_FOUND,
             AppError::Orca(OrcaError::Refused(_)) => StatusCode::CONFLICT,
             AppError::Orca(OrcaError::Protocol(_)) => StatusCode::BAD_GATEWAY,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -54,34 +55,6 @@ impl AppError {
             | AppError::TooLarge(m)
             | AppError::Internal(m) => m.clone(),
             AppError::Orca(e) => e.to_string(),
-        }
-    }
-}
-
-#[derive(Template)]
-#[template(path = "error.html")]
-struct ErrorPage {
-    l: super::layout::Layout,
-    status: u16,
-    reason: String,
-    message: String,
-}
-
-impl IntoResponse for AppError {
-    fn into_response(self) -> Response {
-        let status = self.status();
-        if status.is_server_error() {
-            tracing::warn!("{}: {}", status, self.message());
-        }
-        let page = ErrorPage {
-            l: super::layout::Layout::bare(status.canonical_reason().unwrap_or("Error")),
-            status: status.as_u16(),
-            reason: status.canonical_reason().unwrap_or("Error").to_string(),
-            message: self.message(),
-        };
-        match page.render() {
-            Ok(html) => (status, Html(super::layout::no_nul(html))).into_response(),
-            Err(_) => (status, self.message()).into_response(),
         }
     }
 }

@@ -5,6 +5,7 @@ pub mod auth;
 pub mod dead;
 pub mod dropped;
 pub mod error;
+pub mod error_page;
 pub mod extract;
 pub mod find;
 pub mod gate_actions;

@@ -34,8 +34,9 @@
 //!   its replicas).
 //!
 //! Checks: every command gets a reply (read timeout: a hang fails), no reply
-//! is `ERR internal error in the orca module`, no `ORCA.*` error reply is
-//! anything but a clean `ERR ...`/`WRONGTYPE ...` line, no `ORCA.CHECK`
+//! is `INTERNAL internal error in the orca module`, no `ORCA.*` error reply
+//! is anything but a clean line starting with a documented code (`ERR`,
+//! `WRONGTYPE`, `NOJOB`, ...: docs/commands.md), no `ORCA.CHECK`
 //! reports a broken invariant, the server answers PING after every batch and
 //! its process is alive, at the end `ORCA.CHECK` is OK on every key of type
 //! `orcaqueue` (`KEYS *` in db 0 and 1), the replica holds the same dataset
@@ -144,6 +145,8 @@ const KEYWORDS: &[&str] = &[
     "OPEN",
     "DROP",
     "NEXT",
+    "FORWARD",
+    "STOP",
     "STATE",
     "GATE",
     "HELD",

@@ -189,10 +189,11 @@ pub fn blocker(
                 if let Some(R::Err(e)) = v.first() {
                     let t = String::from_utf8_lossy(e);
                     let ok = std::str::from_utf8(e).is_ok()
-                        && ["ERR ", "WRONGTYPE ", "UNBLOCKED "]
+                        && ERR_CODES
                             .iter()
+                            .chain(&["WRONGTYPE ", "UNBLOCKED "])
                             .any(|p| t.starts_with(p))
-                        && !t.contains("internal error");
+                        && !t.starts_with("INTERNAL ");
                     if !ok {
                         failures.push(format!("blocking pop {}: {t}", show_args(&a)));
                     }

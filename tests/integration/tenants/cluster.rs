@@ -105,3 +105,66 @@ fn a_slot_not_served_and_cross_slot_queues_are_refused_in_every_spelling() {
     }
     assert_eq!(qlen(&mut c, "{t3}c"), 1);
 }
+
+/// What Cluster checks is what the module's mirror says it checks
+/// (`keyspec::cluster_keys`: the locator through `getkeys-api` for MPOP,
+/// ACK and NACK, the first argument for the others): over random argument
+/// lists of every command (the same as `tenants::mirror`'s), a node serving
+/// every slot answers `CROSSSLOT` exactly when those keys span two slots.
+#[test]
+fn cluster_checks_the_keys_the_mirror_names() {
+    use super::mirror::orca_args;
+    use orca::redis::commands::COMMANDS;
+    use orca::redis::keyspec::cluster_keys;
+    use std::collections::{BTreeSet, HashMap};
+
+    let bus = free_port().to_string();
+    let s = Server::start(&[
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-port",
+        &bus,
+    ]);
+    let mut c = s.conn();
+    ok(&mut c, &args!["CLUSTER", "ADDSLOTSRANGE", 0, 16383]);
+    wait_for("cluster_state:ok", Duration::from_secs(30), || {
+        cluster_ok(&mut c)
+    });
+    let mut slots: HashMap<Vec<u8>, i64> = HashMap::new();
+    let mut rng = Rng::new(0xc105);
+    let (mut cross, mut one) = (0, 0);
+    for (i, cmd) in COMMANDS.iter().enumerate() {
+        for _ in 0..400 {
+            let a = orca_args(&mut rng, i);
+            let mut spanned = BTreeSet::new();
+            for p in cluster_keys(cmd.keys, &a) {
+                let k = a[p].clone();
+                let slot = match slots.get(&k) {
+                    Some(s) => *s,
+                    None => {
+                        let s = as_int(&ok(&mut c, &args!["CLUSTER", "KEYSLOT", k.clone()]));
+                        slots.insert(k, s);
+                        s
+                    }
+                };
+                spanned.insert(slot);
+            }
+            let v = raw(&mut c, &a);
+            let e = error_text(&v).unwrap_or_default();
+            assert_eq!(
+                e.starts_with("CROSSSLOT"),
+                spanned.len() > 1,
+                "{}: {v:?}",
+                show_args(&a)
+            );
+            if spanned.len() > 1 {
+                cross += 1;
+            } else {
+                one += 1;
+            }
+        }
+    }
+    assert!(cross > 20 && one > 500, "{cross} {one}");
+}

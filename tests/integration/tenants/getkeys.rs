@@ -23,6 +23,12 @@ fn getkeys_names_exactly_what_every_command_reads_or_changes() {
             let gk = getkeys(&mut c, &inv.args);
             if inv.canonical {
                 assert_eq!(gk.as_ref(), Some(&inv.keys), "GETKEYS {}", inv.show());
+            } else if let Some(k) = &gk {
+                // Where Redis reads keys of a spelling the module refuses
+                // (MPOP's count cast to 32 bits, a refused FORWARD), they
+                // are the ones named: the module's refusal then changes
+                // nothing anyway.
+                assert_eq!(k, &inv.keys, "GETKEYS {}", inv.show());
             }
             let v = raw(&mut c, &inv.args);
             let read = secrets_read(&v, &[T1, T2, T3]);
@@ -53,10 +59,6 @@ fn getkeys_names_exactly_what_every_command_reads_or_changes() {
                             "{} touched {k}, not among the keys Redis checked {keys:?}",
                             inv.show()
                         );
-                    }
-                    if !inv.canonical {
-                        // Only the 32-bit wrap Redis reads as the count.
-                        assert_eq!(keys, &inv.keys, "{}", inv.show());
                     }
                 }
             }

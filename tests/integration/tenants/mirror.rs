@@ -7,7 +7,8 @@
 //! (LMPOP, ZUNIONSTORE, SINTERCARD), over random argument lists with the
 //! keywords in any case, repeated, at the ends, and followed by a NUL byte.
 
-use orca::redis::keyspec::{positions, Begin, Find, Spec};
+use orca::redis::commands::COMMANDS;
+use orca::redis::keyspec::{acl_keys, redis_specs, Begin, Find, Spec};
 
 use super::*;
 
@@ -74,7 +75,11 @@ fn specs_of(c: &mut Con, name: &str) -> (i64, Option<Vec<Spec>>) {
             },
             _ => return (arity, None),
         };
-        out.push(Spec { begin, find });
+        out.push(Spec {
+            begin,
+            find,
+            incomplete: false,
+        });
     }
     (arity, Some(out))
 }
@@ -123,17 +128,17 @@ fn the_mirror_finds_the_keys_redis_finds() {
             let n = arity.unsigned_abs() as usize - 1 + rng.below(7) as usize;
             let mut a: Vec<Vec<u8>> = vec![name.as_bytes().to_vec()];
             a.extend((0..n).map(|_| (*rng.pick(tokens)).to_vec()));
-            let mine = positions(&specs, &a);
+            let mine = redis_specs(&specs, &a);
             let theirs = getkeys(&mut c, &a);
             compared += 1;
             match mine {
-                // Redis may then fall back to the command's own key finder:
-                // nothing to compare (a module command has none: refused).
-                Err(_) => {}
-                Ok(p) if p.is_empty() => {
+                // Redis then falls back to the command's own key finder:
+                // nothing to compare.
+                None => {}
+                Some(p) if p.is_empty() => {
                     assert_eq!(theirs, None, "{}", show_args(&a));
                 }
-                Ok(p) => {
+                Some(p) => {
                     with_keys += 1;
                     let want: Vec<String> = p
                         .iter()
@@ -148,4 +153,92 @@ fn the_mirror_finds_the_keys_redis_finds() {
         compared == 4200 && with_keys > 1000,
         "{compared} {with_keys}"
     );
+}
+
+/// The mirror of what ACL and `COMMAND GETKEYS` check for the module's own
+/// commands (`keyspec::acl_keys`: the specs, and where they give up, an
+/// incomplete `FORWARD` spec included, the module's locator through
+/// `getkeys-api`) is what the server answers, for every command of the
+/// table over random argument lists: counts in every spelling, `FORWARD` as
+/// an option and as a value, in any case, twice, after `NEXT`, before a NUL.
+#[test]
+fn the_mirror_finds_the_keys_the_server_finds_for_every_orca_command() {
+    let (_s, mut c) = start_server();
+    let mut rng = Rng::new(0x28f);
+    let (compared, second, word_only) = compare_orca_keys(&mut c, &mut rng, 400);
+    assert_eq!(compared, 400 * COMMANDS.len());
+    // Lists where ACK/NACK name a second queue, and where a FORWARD word
+    // stands but names none.
+    assert!(second > 20 && word_only > 20, "{second} {word_only}");
+}
+
+/// Tokens of the module's argument lists, hostile spellings included.
+pub const ORCA_TOKENS: &[&[u8]] = &[
+    b"q", b"q2", b"k", b"1", b"2", b"02", b"0", b"-1", b"+1", b"4294967298", b"FORWARD",
+    b"forward", b"FoRwArD", b"FORWARD\0", b"FORWARD\0x", b"{}", b"RESULT", b"TTL", b"STOP",
+    b"NEXT", b"DELAY", b"LEASE", b"COUNT", b"FORMAT", b"VALUES", b"RESULTS", b"",
+];
+
+/// A random argument list of command `i` of the table, at least its arity.
+pub fn orca_args(rng: &mut Rng, i: usize) -> Vec<Vec<u8>> {
+    let cmd = &COMMANDS[i];
+    let min = cmd.arity.unsigned_abs() as usize - 1;
+    let n = if cmd.arity > 0 { min } else { min + rng.below(8) as usize };
+    let mut a = vec![cmd.name.to_bytes().to_vec()];
+    // Half of the finishes are shaped as a finish is (`q k 1`, then
+    // options, whole or not), the others are any tokens.
+    let finish = matches!(cmd.keys, orca::redis::keyspec::Keys::Finish(_));
+    if finish && rng.below(2) == 0 {
+        a.extend([b"q".to_vec(), b"k".to_vec(), b"1".to_vec()]);
+        let segments: &[&[&[u8]]] = &[
+            &[b"FORWARD", b"q2", b"{}"],
+            &[b"forward", b"q2", b"{}"],
+            &[b"RESULT", b"FORWARD"],
+            &[b"TTL", b"5"],
+            &[b"DELAY", b"5"],
+            &[b"STOP"],
+            &[b"NEXT", b"LEASE", b"0"],
+        ];
+        for _ in 0..rng.below(4) {
+            if rng.below(3) == 0 {
+                a.push(rng.pick(ORCA_TOKENS).to_vec());
+            } else {
+                a.extend(rng.pick(segments).iter().map(|t| t.to_vec()));
+            }
+        }
+        return a;
+    }
+    while a.len() < n + 1 {
+        a.push(rng.pick(ORCA_TOKENS).to_vec());
+    }
+    a
+}
+
+/// Compare `acl_keys` with the server's GETKEYS over `per` lists of each
+/// command: (lists compared, lists naming a second queue, lists with a
+/// `FORWARD` word naming none).
+fn compare_orca_keys(c: &mut Con, rng: &mut Rng, per: usize) -> (usize, usize, usize) {
+    let (mut compared, mut second, mut word_only) = (0, 0, 0);
+    for (i, cmd) in COMMANDS.iter().enumerate() {
+        for _ in 0..per {
+            let a = orca_args(rng, i);
+            let mine = acl_keys(cmd.keys, &a);
+            let want = (!mine.is_empty()).then(|| {
+                mine.iter()
+                    .map(|&p| String::from_utf8_lossy(&a[p]).into_owned())
+                    .collect::<Vec<_>>()
+            });
+            assert_eq!(getkeys(c, &a), want, "{}", show_args(&a));
+            compared += 1;
+            let forward_word = a[1..]
+                .iter()
+                .any(|t| t.len() >= 7 && t[..7].eq_ignore_ascii_case(b"FORWARD"));
+            match mine.len() {
+                2 if matches!(cmd.keys, orca::redis::keyspec::Keys::Finish(_)) => second += 1,
+                1 if forward_word => word_only += 1,
+                _ => {}
+            }
+        }
+    }
+    (compared, second, word_only)
 }

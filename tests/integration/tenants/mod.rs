@@ -229,10 +229,14 @@ pub fn invocations(name: &str, x: &Tenant, own: &Tenant, empty: &str) -> Vec<Inv
             }
             out
         }
-        "orca.ack" => many(vec![
-            args!["ORCA.ACK", q, lk, lt, "RESULT", "r", "TTL", 1000],
-            args!["ORCA.ACK", q, lk, lt, "TTL", 1000, "NEXT", "LEASE", 0],
-        ]),
+        "orca.ack" => {
+            let mut out = many(vec![
+                args!["ORCA.ACK", q, lk, lt, "RESULT", "r", "TTL", 1000],
+                args!["ORCA.ACK", q, lk, lt, "TTL", 1000, "NEXT", "LEASE", 0],
+            ]);
+            out.extend(forwards("ORCA.ACK", x, own));
+            out
+        }
         "orca.mack" => {
             let mut out = Vec::new();
             let tails: [Vec<Vec<u8>>; 3] = [
@@ -252,10 +256,14 @@ pub fn invocations(name: &str, x: &Tenant, own: &Tenant, empty: &str) -> Vec<Inv
             }
             out
         }
-        "orca.nack" => many(vec![
-            args!["ORCA.NACK", q, lk, lt, "DELAY", 1000],
-            args!["ORCA.NACK", q, lk, lt, "NEXT", "LEASE", 0],
-        ]),
+        "orca.nack" => {
+            let mut out = many(vec![
+                args!["ORCA.NACK", q, lk, lt, "DELAY", 1000],
+                args!["ORCA.NACK", q, lk, lt, "NEXT", "LEASE", 0],
+            ]);
+            out.extend(forwards("ORCA.NACK", x, own));
+            out
+        }
         "orca.extend" => one(args!["ORCA.EXTEND", q, lk, lt, LONG]),
         "orca.result" => one(args!["ORCA.RESULT", q, &x.result]),
         "orca.dead" => many(vec![
@@ -291,6 +299,75 @@ pub fn invocations(name: &str, x: &Tenant, own: &Tenant, empty: &str) -> Vec<Inv
              add its invocations (every spelling of its counts, every order of its options)"
         ),
     }
+}
+
+/// The hand-off spellings of `ORCA.ACK`/`ORCA.NACK` (`FORWARD <queue2>
+/// <config>`), both ways between `x` and `own`: the second queue is a key
+/// exactly when `FORWARD` stands as an option with its values and the
+/// options are accepted (`RESULT FORWARD` is a result; `FORWARD` twice,
+/// without its values, before a NUL byte or after `NEXT` names no second
+/// queue, and all but the last are refused).
+fn forwards(cmd: &str, x: &Tenant, own: &Tenant) -> Vec<Invocation> {
+    let ack = cmd == "ORCA.ACK";
+    let mut out = Vec::new();
+    for (from, to) in [(x, own), (own, x), (x, x)] {
+        let (q, q2) = (from.q.as_str(), to.q.as_str());
+        let (k, l) = (&from.leased.0, &from.leased.1);
+        let cfg = secret_config(q2, "fwd", 0, None);
+        let head = || args![cmd, q, k, l];
+        let with = |tail: Vec<Vec<u8>>| {
+            let mut a = head();
+            a.extend(tail);
+            a
+        };
+        let both = |tail: Vec<Vec<u8>>| Invocation::new(with(tail), &[q, q2]);
+        let first = |tail: Vec<Vec<u8>>| Invocation::new(with(tail), &[q]);
+        // Aimed at `x`: a spelling that runs names `x`'s queue.
+        let aimed = std::ptr::eq(from, x);
+        let refused = |tail: Vec<Vec<u8>>| Invocation {
+            canonical: false,
+            ..first(tail)
+        };
+        // A value option of each: ACK's result and its time to live,
+        // NACK's retry delay.
+        let valued = if ack { "RESULT" } else { "DELAY" };
+        let kept = if ack { "TTL" } else { "DELAY" };
+        out.extend([
+            both(args!["FORWARD", q2, &cfg]),
+            both(args!["forward", q2, &cfg]),
+            both(args!["FoRwArD", q2, &cfg, "NEXT", "LEASE", 0]),
+            both(args![kept, 5, "FORWARD", q2, &cfg, "NEXT", "LEASE", 0]),
+            refused(args!["FORWARD", q2, &cfg, "FORWARD", q2, &cfg]),
+            refused(args!["FORWARD", q2]),
+            refused(args!["FORWARD"]),
+            refused(args![b"FORWARD\0".to_vec(), q2, &cfg]),
+            refused(args![b"FORWARD\0x".to_vec(), q2, &cfg]),
+            refused(args!["FORWARD", q2, &cfg, "BOGUS", 1]),
+            refused(args![valued, 1, valued, 1, "FORWARD", q2, &cfg]),
+        ]);
+        if ack && aimed {
+            out.extend([
+                first(args!["RESULT", "FORWARD"]),
+                first(args!["RESULT", "FORWARD", "TTL", 5]),
+            ]);
+        }
+        if ack {
+            out.extend([
+                both(args!["RESULT", "FORWARD", "FORWARD", q2, &cfg]),
+                both(args!["STOP", "RESULT", "r", "FORWARD", q2, &cfg, "TTL", 5]),
+                // After NEXT, FORWARD is a pop option: refused, no key.
+                refused(args!["NEXT", "FORWARD", q2, &cfg]),
+            ]);
+        } else {
+            out.extend([
+                both(args!["DELAY", 1000, "FORWARD", q2, &cfg, "NEXT", "LEASE", 0]),
+                // NACK takes no STOP; a DELAY of `FORWARD` is no integer.
+                refused(args!["STOP", "FORWARD", q2, &cfg]),
+                refused(args!["DELAY", "FORWARD", q2, &cfg]),
+            ]);
+        }
+    }
+    out
 }
 
 /// Every command of the module's table.

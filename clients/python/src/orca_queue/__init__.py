@@ -21,11 +21,13 @@ from .errors import (
     JobStateError,
     LeaseLostError,
     NoSuchJobError,
+    NotReplicatedError,
     OrcaError,
     QueueFullError,
     ResultTooLargeError,
     WrongTypeError,
 )
+from .handoff import Forward
 from .keys import config_orca_key, orca_key
 from .protocol import MackReply
 from .queue import Queue, mpop, mpop_many
@@ -44,6 +46,7 @@ from .worker import Worker
 __all__ = [
     "AutoDelay",
     "BadConfigError",
+    "Forward",
     "InvalidArgumentError",
     "InvariantError",
     "Job",
@@ -56,6 +59,7 @@ __all__ = [
     "MackReply",
     "NackOutcome",
     "NoSuchJobError",
+    "NotReplicatedError",
     "OrcaError",
     "Queue",
     "QueueFullError",

@@ -21,6 +21,15 @@ from redis.retry import Retry
 TIMEOUT_MARGIN_S = 10.0
 
 
+def connection_kwargs(client: Any) -> Mapping[str, Any]:
+    """The connection settings of a client (a cluster client's: those of its nodes)."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        return dict(pool.connection_kwargs)
+    manager = getattr(client, "nodes_manager", None)
+    return dict(getattr(manager, "connection_kwargs", {}) or {})
+
+
 def check_block_timeout(connection_kwargs: Mapping[str, Any], block_ms: int) -> None:
     """Refuse a blocking pop on a connection whose read timeout could fire first."""
     timeout = connection_kwargs.get("socket_timeout")
@@ -33,7 +42,7 @@ def check_block_timeout(connection_kwargs: Mapping[str, Any], block_ms: int) -> 
         )
 
 
-def _blocking_kwargs(pool_kwargs: Mapping[str, Any], block_ms: Optional[int]) -> dict[str, Any]:
+def blocking_kwargs(pool_kwargs: Mapping[str, Any], block_ms: Optional[int]) -> dict[str, Any]:
     kwargs = dict(pool_kwargs)
     kwargs["socket_timeout"] = None if not block_ms else block_ms / 1000 + TIMEOUT_MARGIN_S
     kwargs["retry"] = Retry(NoBackoff(), 0)
@@ -46,7 +55,7 @@ def blocking_client(client: redis.Redis, block_ms: Optional[int]) -> redis.Redis
     """A client of its own (one connection) to the same server as ``client``, fit for
     blocking pops of up to ``block_ms`` (``0``/``None``: forever, no read timeout)."""
     pool = client.connection_pool
-    kwargs = _blocking_kwargs(pool.connection_kwargs, block_ms)
+    kwargs = blocking_kwargs(pool.connection_kwargs, block_ms)
     new_pool = redis.ConnectionPool(
         connection_class=pool.connection_class, max_connections=1, **kwargs
     )
@@ -58,7 +67,7 @@ def async_blocking_client(
 ) -> redis.asyncio.Redis:
     """The asyncio form of :func:`blocking_client`."""
     pool = client.connection_pool
-    kwargs = _blocking_kwargs(pool.connection_kwargs, block_ms)
+    kwargs = blocking_kwargs(pool.connection_kwargs, block_ms)
     new_pool = redis.asyncio.ConnectionPool(
         connection_class=pool.connection_class, max_connections=1, **kwargs
     )

@@ -6,8 +6,10 @@ does I/O.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Optional, TypeVar
 
@@ -24,7 +26,9 @@ from .types import (
     QueueSettings,
     QueueStats,
     TickReport,
+    deliveries,
     jobs_from_reply,
+    opt_delivery,
     opt_job,
     raw,
     text,
@@ -33,10 +37,58 @@ from .types import (
 T = TypeVar("T")
 
 
+# Appended to every command that hands out jobs: each job comes as its values, read by
+# position (docs/commands.md, "Deliveries as values"): half the items per job for the client's
+# RESP parser, no field names to tell apart.
+VALUES = ("FORMAT", "VALUES")
+
+# The connection pools (or clients, where there is no pool) whose server refused FORMAT: a
+# module older than this client. Their commands go without it from then on.
+_NO_VALUES: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def refused_format(e: BaseException) -> bool:
+    """An older module's refusal of FORMAT (an unknown option: nothing was changed)."""
+    return isinstance(e, ResponseError) and "unknown option 'FORMAT'" in str(e)
+
+
 def execute(client: Any, args: tuple[Any, ...], options: Optional[Mapping[str, Any]] = None) -> Any:
     """``client.execute_command(*args, **options)`` (redis-py leaves it untyped); on a
-    pipeline it queues the command."""
-    return client.execute_command(*args, **(options or {}))
+    pipeline it queues the command. A command that asks for ``FORMAT VALUES`` goes without it
+    to a server that refused the option (once, from then on on that client's pool): the
+    parsers read maps as well as values."""
+    opts = options or {}
+    if args[-2:] != VALUES:
+        return client.execute_command(*args, **opts)
+    pool = getattr(client, "connection_pool", client)
+    if pool in _NO_VALUES:
+        return client.execute_command(*args[:-2], **opts)
+    try:
+        reply = client.execute_command(*args, **opts)
+    except ResponseError as e:
+        if not refused_format(e):
+            raise
+        _NO_VALUES.add(pool)
+        return client.execute_command(*args[:-2], **opts)
+    if asyncio.iscoroutine(reply):
+        return _fallback(client, pool, reply, args[:-2], opts)
+    return reply
+
+
+async def _fallback(
+    client: Any,
+    pool: Any,
+    sent: Coroutine[Any, Any, Any],
+    legacy: tuple[Any, ...],
+    opts: Mapping[str, Any],
+) -> Any:
+    try:
+        return await sent
+    except ResponseError as e:
+        if not refused_format(e):
+            raise
+        _NO_VALUES.add(pool)
+        return await client.execute_command(*legacy, **opts)
 
 
 # redis-py's own option (what its DUMP uses): read this reply as bytes, even on a client with
@@ -234,13 +286,13 @@ def pop_args(
 
 
 def pop(q: str, lease_ms: Optional[int], block_ms: Optional[int]) -> Command[Optional[Job]]:
-    return Command(pop_args(q, lease_ms, block_ms, None), lambda r: opt_job(r, q))
+    return Command((*pop_args(q, lease_ms, block_ms, None), *VALUES), lambda r: opt_delivery(r, q))
 
 
 def pop_many(
     q: str, count: int, lease_ms: Optional[int], block_ms: Optional[int]
 ) -> Command[list[Job]]:
-    return Command(pop_args(q, lease_ms, block_ms, count), lambda r: jobs_from_reply(r, q))
+    return Command((*pop_args(q, lease_ms, block_ms, count), *VALUES), lambda r: deliveries(r, q))
 
 
 def mpop_args(
@@ -257,17 +309,23 @@ def mpop(
     queues: Sequence[str], lease_ms: Optional[int], block_ms: Optional[int]
 ) -> Command[Optional[Job]]:
     """ORCA.MPOP: the job names its queue (``Job.queue``)."""
-    return Command(mpop_args(queues, lease_ms, block_ms, None), opt_job)
+    return Command(
+        (*mpop_args(queues, lease_ms, block_ms, None), *VALUES),
+        lambda r: opt_delivery(r, None, True),
+    )
 
 
 def mpop_many(
     queues: Sequence[str], count: int, lease_ms: Optional[int], block_ms: Optional[int]
 ) -> Command[list[Job]]:
-    return Command(mpop_args(queues, lease_ms, block_ms, count), jobs_from_reply)
+    return Command(
+        (*mpop_args(queues, lease_ms, block_ms, count), *VALUES),
+        lambda r: deliveries(r, None, True),
+    )
 
 
 def _next(args: list[Any], lease_ms: Optional[int]) -> tuple[Any, ...]:
-    return tuple(_with([*args, "NEXT"], "LEASE", lease_ms))
+    return (*_with([*args, "NEXT"], "LEASE", lease_ms), *VALUES)
 
 
 def ack_args(
@@ -283,6 +341,35 @@ def ack(
     return Command(tuple(ack_args(q, key, lease, result, ttl_ms)), _ok)
 
 
+def queue_name(q: Any) -> str:
+    """A queue's name: a str, or anything with a ``name`` (a Queue)."""
+    return q if isinstance(q, str) else str(q.name)
+
+
+def ack_forward(
+    q: str,
+    key: str,
+    lease: str,
+    forward: tuple[str, Config],
+    *,
+    result: Optional[bytes] = None,
+    ttl_ms: Optional[int] = None,
+) -> Command[Job]:
+    """ORCA.ACK ... FORWARD <queue2> <config>: the successor's write reply."""
+    args = ack_args(q, key, lease, result, ttl_ms)
+    args += ["FORWARD", forward[0], encode_config(forward[1])]
+    return Command(tuple(args), lambda r: Job.from_reply(r[1]))
+
+
+def nack_forward(
+    q: str, key: str, lease: str, forward: tuple[str, Config], delay_ms: Optional[int] = None
+) -> Command[NackOutcome]:
+    """ORCA.NACK ... FORWARD <queue2> <config>: the outcome, with the successor if it died."""
+    args = _with(["ORCA.NACK", q, key, lease], "DELAY", delay_ms)
+    args += ["FORWARD", forward[0], encode_config(forward[1])]
+    return Command(tuple(args), NackOutcome.with_successor)
+
+
 def ack_next(
     q: str,
     key: str,
@@ -294,7 +381,7 @@ def ack_next(
 ) -> Command[Optional[Job]]:
     """ORCA.ACK ... NEXT [LEASE ms]: the next job of the same queue, leased, or None."""
     return Command(
-        _next(ack_args(q, key, lease, result, ttl_ms), lease_ms), lambda r: opt_job(r, q)
+        _next(ack_args(q, key, lease, result, ttl_ms), lease_ms), lambda r: opt_delivery(r, q)
     )
 
 
@@ -350,11 +437,12 @@ def mack(
         return Command(tuple(args), lambda r: MackReply(_outcomes(r)))
     args.append("NEXT")
     _with(_with(args, "LEASE", lease_ms), "COUNT", count)
+    args += VALUES
 
     def parse(r: Any) -> MackReply:
         if not isinstance(r, list) or len(r) != 2:
             raise InvariantError(f"ORCA.MACK ... NEXT replies [outcomes, jobs], got {r!r}")
-        return MackReply(_outcomes(r[0]), jobs_from_reply(r[1], q))
+        return MackReply(_outcomes(r[0]), deliveries(r[1], q))
 
     return Command(tuple(args), parse)
 
@@ -427,7 +515,8 @@ def mack_plan(
             if f == n:
                 outcomes.append(got[n])
             else:
-                outcomes.append(got[f] if got[f] is not None else LeaseLostError(LEASE_NOT_HELD))
+                lost = LeaseLostError(LEASE_NOT_HELD, "NOLEASE")
+                outcomes.append(got[f] if got[f] is not None else lost)
         last = replies[-1]
         return MackReply(outcomes, [] if isinstance(last, OrcaError) else last.jobs)
 
@@ -464,7 +553,7 @@ def nack_next(
     """ORCA.NACK ... NEXT [LEASE ms]: the next job, or None (the server then does not say
     what became of the failed one: retry, dead or superseded)."""
     args = _with(["ORCA.NACK", q, key, lease], "DELAY", delay_ms)
-    return Command(_next(args, lease_ms), lambda r: opt_job(r, q))
+    return Command(_next(args, lease_ms), lambda r: opt_delivery(r, q))
 
 
 def extend(q: str, key: str, lease: str, ms: int) -> Command[int]:

@@ -10,7 +10,9 @@ import redis
 from redis.exceptions import ResponseError
 
 from . import protocol as P
-from .connection import check_block_timeout
+from .connection import check_block_timeout, connection_kwargs
+from .durability import WAITAOF_MISSING, Durability, check_durable_client, is_write
+from .durability import finish as finish_durable
 from .errors import OrcaError, map_error
 from .keys import Config
 from .protocol import execute
@@ -23,24 +25,78 @@ Filter = Union[Mapping[str, str], tuple[str, str], None]
 class Queue:
     """An Orca queue (one Redis key of type ``orcaqueue``) reached through ``client``.
 
-    ``client`` is any ``redis.Redis`` (RESP2 or RESP3, ``decode_responses`` on or off).
+    ``client`` is any ``redis.Redis`` (RESP2 or RESP3, ``decode_responses`` on or off; a
+    ``Sentinel(...).master_for(...)`` client follows failovers) or a ``redis.RedisCluster``
+    (each command goes to the node that serves the queue's slot).
     Orca keys are the 44-character strings of :func:`orca_queue.orca_key`; a popped
     :class:`Job` can be passed wherever a key and a lease are needed.
     """
 
-    def __init__(self, client: redis.Redis, name: str) -> None:
-        self.client = client
+    def __init__(
+        self,
+        client: Union[redis.Redis, redis.RedisCluster],
+        name: str,
+        *,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 1000,
+        wait_aof: bool = False,
+    ) -> None:
+        self.client: Any = client  # redis.Redis, or redis.RedisCluster
         self.name = name
+        self.durability = Durability(wait_replicas, wait_timeout_ms, wait_aof)
+        self._waitaof_checked = False
+        check_durable_client(client, self.durability)
 
     def __repr__(self) -> str:
         return f"Queue({self.name!r})"
 
+    def with_wait(
+        self,
+        wait_replicas: Optional[int] = None,
+        *,
+        wait_timeout_ms: Optional[int] = None,
+        wait_aof: Optional[bool] = None,
+    ) -> Queue:
+        """The same queue on the same client with other durable-write settings (those not
+        given are kept): ``q.with_wait(0).enqueue(...)`` for one write that does not wait."""
+        d = self.durability
+        return Queue(
+            self.client,
+            self.name,
+            wait_replicas=d.replicas if wait_replicas is None else wait_replicas,
+            wait_timeout_ms=d.timeout_ms if wait_timeout_ms is None else wait_timeout_ms,
+            wait_aof=d.aof if wait_aof is None else wait_aof,
+        )
+
     def _run(self, cmd: P.Command[T]) -> T:
+        if self.durability.on and is_write(cmd.args):
+            return self._run_durable(cmd)
         try:
             reply = execute(self.client, cmd.args, cmd.options)
         except ResponseError as e:
             raise map_error(e) from None
         return cmd.parse(reply)
+
+    def _run_durable(self, cmd: P.Command[T]) -> T:
+        """The write and its WAIT (WAITAOF) in one round trip on one connection."""
+        self._check_waitaof()
+        pipe = self.client.pipeline(transaction=False)
+        execute(pipe, cmd.args, cmd.options)
+        execute(pipe, self.durability.command())
+        value: T = finish_durable(self.durability, cmd.parse, pipe.execute(raise_on_error=False))
+        return value
+
+    def _check_waitaof(self) -> None:
+        """With ``wait_aof``, once: refuse before writing on a server without WAITAOF."""
+        if not self.durability.aof or self._waitaof_checked:
+            return
+        try:
+            execute(self.client, ("WAITAOF", 0, 0, 0))
+        except ResponseError as e:
+            if "unknown command" in str(e).lower():
+                raise ValueError(WAITAOF_MISSING) from None
+            raise
+        self._waitaof_checked = True
 
     # -- putting jobs in ------------------------------------------------------------
     def enqueue(self, config: Config, *, now: Optional[int] = None) -> Job:
@@ -218,7 +274,7 @@ class Queue:
         ``block_ms`` the client's socket timeout must be above it (see
         :func:`orca_queue.blocking_client`); :class:`Worker` does all of this for you."""
         if block_ms is not None:
-            check_block_timeout(self.client.connection_pool.connection_kwargs, block_ms)
+            check_block_timeout(connection_kwargs(self.client), block_ms)
         return self._run(P.pop(self.name, lease_ms, block_ms))
 
     def pop_many(
@@ -226,7 +282,7 @@ class Queue:
     ) -> builtins.list[Job]:
         """ORCA.POP ... COUNT n: up to ``count`` jobs (empty list if none)."""
         if block_ms is not None:
-            check_block_timeout(self.client.connection_pool.connection_kwargs, block_ms)
+            check_block_timeout(connection_kwargs(self.client), block_ms)
         return self._run(P.pop_many(self.name, count, lease_ms, block_ms))
 
     def ack(
@@ -236,12 +292,23 @@ class Queue:
         *,
         result: Any = None,
         ttl_ms: Optional[int] = None,
-    ) -> None:
+        forward: Optional[tuple[Union[str, Queue], Config]] = None,
+    ) -> Optional[Job]:
         """ORCA.ACK: the delivery succeeded. ``result`` (bytes as they are, ``None`` keeps
         none, anything else as JSON) is kept for ``ttl_ms``. Raises :class:`LeaseLostError`
-        if the lease is not held (:class:`JobCancelledError` if the job was deleted)."""
+        if the lease is not held (:class:`JobCancelledError` if the job was deleted).
+
+        ``forward=(queue, config)``: the hand-off (``ORCA.ACK ... FORWARD``): the ACK and the
+        enqueue of ``config`` into ``queue`` (a name or a :class:`Queue`) happen in one atomic
+        step, or neither; returns the successor's write reply (else None). In a Cluster both
+        queues must share a hash tag."""
         key, token = P.job_and_lease(job, lease)
-        self._run(P.ack(self.name, key, token, P.encode_result(result), ttl_ms))
+        res = P.encode_result(result)
+        if forward is not None:
+            to = (P.queue_name(forward[0]), forward[1])
+            return self._run(P.ack_forward(self.name, key, token, to, result=res, ttl_ms=ttl_ms))
+        self._run(P.ack(self.name, key, token, res, ttl_ms))
+        return None
 
     def ack_next(
         self,
@@ -303,10 +370,20 @@ class Queue:
         return merge(replies)
 
     def nack(
-        self, job: Job | str, lease: Optional[str] = None, *, delay_ms: Optional[int] = None
+        self,
+        job: Job | str,
+        lease: Optional[str] = None,
+        *,
+        delay_ms: Optional[int] = None,
+        forward: Optional[tuple[Union[str, Queue], Config]] = None,
     ) -> NackOutcome:
-        """ORCA.NACK: the delivery failed; the reply tells retry, dead or superseded."""
+        """ORCA.NACK: the delivery failed; the reply tells retry, dead or superseded. With
+        ``forward=(queue, config)``, a failure that makes the job a dead letter also enqueues
+        ``config`` into ``queue`` in the same step (``NackOutcome.successor``)."""
         key, token = P.job_and_lease(job, lease)
+        if forward is not None:
+            to = (P.queue_name(forward[0]), forward[1])
+            return self._run(P.nack_forward(self.name, key, token, to, delay_ms))
         return self._run(P.nack(self.name, key, token, delay_ms))
 
     def nack_next(
@@ -330,10 +407,24 @@ class Queue:
 
     # -- helpers ------------------------------------------------------------------------
     def _pipeline(self, cmds: builtins.list[P.Command[T]]) -> builtins.list[Union[T, OrcaError]]:
+        """Every command in one round trip; a durable queue adds one WAIT after them all (it
+        covers every write before it on the connection)."""
+        durable = self.durability.on and any(is_write(c.args) for c in cmds)
+        if durable:
+            self._check_waitaof()
         pipe = self.client.pipeline(transaction=False)
         for c in cmds:
             execute(pipe, c.args, c.options)
-        return P.parse_pipeline(cmds, pipe.execute(raise_on_error=False))
+        if durable:
+            execute(pipe, self.durability.command())
+        replies = pipe.execute(raise_on_error=False)
+        if not durable:
+            return P.parse_pipeline(cmds, replies)
+        return finish_durable(  # type: ignore[no-any-return]
+            self.durability,
+            lambda rs: P.parse_pipeline(cmds, rs),
+            [replies[:-1], replies[-1]],
+        )
 
 
 def _one_client(queues: Sequence[Any]) -> Any:
@@ -354,7 +445,7 @@ def mpop(
     In a Redis Cluster every queue must be in one slot (hash tags: ``{course}:q1``)."""
     client = _one_client(queues)
     if block_ms is not None:
-        check_block_timeout(client.connection_pool.connection_kwargs, block_ms)
+        check_block_timeout(connection_kwargs(client), block_ms)
     return queues[0]._run(P.mpop([q.name for q in queues], lease_ms, block_ms))
 
 
@@ -368,5 +459,5 @@ def mpop_many(
     """ORCA.MPOP ... COUNT n: up to ``count`` jobs, all from the first queue that has any."""
     client = _one_client(queues)
     if block_ms is not None:
-        check_block_timeout(client.connection_pool.connection_kwargs, block_ms)
+        check_block_timeout(connection_kwargs(client), block_ms)
     return queues[0]._run(P.mpop_many([q.name for q in queues], count, lease_ms, block_ms))

@@ -5,14 +5,16 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from redis.exceptions import ResponseError
+from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 
 from . import protocol as P
+from .durability import NO_WAIT, Durability, is_write
 from .errors import JobCancelledError, JobFailed, LeaseLostError, ResultTooLargeError, map_error
+from .handoff import Forward
 from .strategy import FetchStrategy
 from .types import Job, NackOutcome
 
@@ -160,6 +162,21 @@ def queue_names(queue_or_queues: Any) -> list[Any]:
     return queues
 
 
+def is_connection_error(value: Any) -> bool:
+    """A connection lost or timed out (the command may or may not have run), as opposed to an
+    error reply (which is final)."""
+    return isinstance(value, (ConnectionError, TimeoutError, OSError)) and not isinstance(
+        value, ResponseError
+    )
+
+
+# Commands whose third argument is an orca key (named in a "not confirmed" warning).
+_KEYED = frozenset({"ORCA.ACK", "ORCA.NACK", "ORCA.EXTEND"})
+
+# A finish (ACK/NACK) that failed on a connection error is re-sent until this long before its
+# lease would end, then given up (the job comes back once the lease expires).
+RETRY_MARGIN_S = 0.25
+
 # At a stop, how long the worker waits for the ACK/NACKs in flight (whose replies may bring
 # a job leased by NEXT, to hand back) after the grace period.
 FINISH_WAIT_S = 10.0
@@ -223,6 +240,11 @@ class WorkerBase:
             ack_next=ack_next,
         )
         self.counts = {"completed": 0, "failed": 0, "lost": 0, "handed_back": 0}
+        # Durable writes: a Worker built on a Queue with wait_replicas / wait_aof waits as it
+        # does (every pop, ACK, NACK and hand-back pipelined with WAIT / WAITAOF).
+        self.durability: Durability = getattr(self.queues[0], "durability", NO_WAIT)
+        if self.durability.on:
+            self.counts["unconfirmed"] = 0
         # A SystemExit / KeyboardInterrupt a handler raised: run() re-raises it once stopped.
         self._exit: Optional[BaseException] = None
         self._setup()
@@ -269,8 +291,14 @@ class WorkerBase:
     ) -> tuple[list[P.Command[Any]], Optional[BaseException]]:
         """The commands that finish ``job`` (see :meth:`FetchStrategy.finish`) and the
         error it failed with (a result that cannot be encoded is one)."""
+        if error is None and isinstance(value, Forward):
+            result, error = self._encode(value.result, None)
+            if error is None:
+                to = (P.queue_name(value.queue), value.config)
+                return self.strategy.finish_forward(job, result, to, take_next), None
         result, error = self._encode(value, error)
-        return self.strategy.finish(job, result, error is not None, take_next), error
+        delay = error.delay_ms if isinstance(error, JobFailed) else None
+        return self.strategy.finish(job, result, error is not None, take_next, delay), error
 
     def _refused_result(
         self,
@@ -349,6 +377,46 @@ class WorkerBase:
                     self.log.warning("heartbeat of job %s: %s", r.job.key, err)
             else:
                 r.last_beat = now
+
+    # -- durable writes and connection errors -------------------------------------------
+    def _wait_args(self, cmds: Sequence[P.Command[Any]]) -> Optional[tuple[Any, ...]]:
+        """The WAIT (WAITAOF) to pipeline after ``cmds``, if the worker waits and any writes."""
+        if self.durability.on and any(is_write(c.args) for c in cmds):
+            return self.durability.command()
+        return None
+
+    def _waited(self, reply: Any, cmds: Sequence[P.Command[Any]]) -> None:
+        """A WAIT's reply: fewer replicas than asked is logged and counted, not raised (the
+        writes stand on the master; the worker goes on)."""
+        names = sorted({str(c.args[0]) for c in cmds})
+        keys = sorted({str(c.args[2]) for c in cmds if str(c.args[0]) in _KEYED})
+        what = " ".join(names) + (f" of {', '.join(keys)}" if keys else "")
+        if isinstance(reply, BaseException):
+            self.log.warning("%s: could not wait for replicas: %s", what, reply)
+            short: Any = True
+        else:
+            short = self.durability.shortfall(reply)
+            if short is not None:
+                self.log.warning(
+                    "%s not confirmed within %d ms (%s)", what, self.durability.timeout_ms, short[0]
+                )
+        if short is not None:
+            self._count("unconfirmed")
+
+    def _lease_end(self, r: Running) -> float:
+        """The monotonic time until which ``r``'s lease may still be held (its last confirmed
+        heartbeat, or its start, plus the lease), less a margin for the round trip."""
+        return r.last_beat + self.options.lease_ms / 1000 - RETRY_MARGIN_S
+
+    def _retrying(self, job: Job, what: str, error: BaseException, pause: float) -> None:
+        self.log.warning(
+            "job %s: %s failed on a connection error (%s); retrying in %.2fs on a new "
+            "connection while its lease may be held",
+            job.key,
+            what,
+            error,
+            pause,
+        )
 
     def _started_log(self) -> None:
         self.log.info(

@@ -25,10 +25,11 @@ Heartbeats are ``ORCA.EXTEND``; a job handed back at shutdown is ``ORCA.REENQUEU
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from . import protocol as P
+from .keys import Config
 from .types import Job, NackOutcome
 
 # The server's default orca.max-pop-count: one pop never asks for more.
@@ -58,6 +59,29 @@ class FetchStrategy:
         self.result_ttl_ms = result_ttl_ms
         self.nack_delay_ms = nack_delay_ms
         self.ack_next = ack_next
+        # On a Redis Cluster, queues in several hash slots (one MPOP takes keys of one slot):
+        # the fetcher pops from each slot's group; a finish pipelines no pop (see finish()).
+        self.sharded = False
+
+    def by_slot(self, slot_of: Callable[[str], int]) -> list[FetchStrategy]:
+        """The queues grouped by hash slot (in the order their first queue is given), one
+        strategy each with the same settings; marks this one ``sharded`` if there are
+        several. Queues sharing a hash tag (``{course}:a``, ``{course}:b``) share a group."""
+        groups: dict[int, list[str]] = {}
+        for name in self.queues:
+            groups.setdefault(slot_of(name), []).append(name)
+        self.sharded = len(groups) > 1
+        return [
+            FetchStrategy(
+                names,
+                lease_ms=self.lease_ms,
+                block_ms=self.block_ms,
+                result_ttl_ms=self.result_ttl_ms,
+                nack_delay_ms=self.nack_delay_ms,
+                ack_next=self.ack_next,
+            )
+            for names in groups.values()
+        ]
 
     @property
     def several(self) -> bool:
@@ -90,24 +114,44 @@ class FetchStrategy:
             _queue(job), job.key, _lease(job), result, self._ttl(result), lease_ms=self.lease_ms
         )
 
-    def nack(self, job: Job) -> P.Command[NackOutcome]:
-        return P.nack(_queue(job), job.key, _lease(job), self.nack_delay_ms)
+    def nack(self, job: Job, delay_ms: Optional[int] = None) -> P.Command[NackOutcome]:
+        delay = self.nack_delay_ms if delay_ms is None else delay_ms
+        return P.nack(_queue(job), job.key, _lease(job), delay)
 
     def extend(self, job: Job) -> P.Command[int]:
         return P.extend(_queue(job), job.key, _lease(job), self.lease_ms)
 
     def finish(
-        self, job: Job, result: Optional[bytes], failed: bool, take_next: bool
+        self,
+        job: Job,
+        result: Optional[bytes],
+        failed: bool,
+        take_next: bool,
+        delay_ms: Optional[int] = None,
     ) -> list[P.Command[Any]]:
         """The commands that finish a delivery (to send in one round trip, in order). The
         first one's reply is None (ACK), a :class:`NackOutcome` (NACK) or the next job or
         None (ACK ... NEXT); a second one, if any, is a pop of one job for the same slot.
-        ``take_next``: the slot may take another job now."""
+        ``take_next``: the slot may take another job now. ``delay_ms``: a failure's own retry
+        delay (:class:`JobFailed`), else ``nack_delay_ms``."""
         take_next = take_next and self.ack_next
         if not failed and take_next and self.chains(job):
             return [self.ack_then_next(job, result)]
-        first: P.Command[Any] = self.nack(job) if failed else self.ack(job, result)
-        return [first, self.quick(1)] if take_next else [first]
+        first: P.Command[Any] = self.nack(job, delay_ms) if failed else self.ack(job, result)
+        # Sharded: an MPOP over every queue would span slots; the fetcher refills the slot.
+        return [first, self.quick(1)] if take_next and not self.sharded else [first]
+
+    def finish_forward(
+        self, job: Job, result: Optional[bytes], to: tuple[str, Config], take_next: bool
+    ) -> list[P.Command[Any]]:
+        """The commands that finish a delivery with a hand-off (``ORCA.ACK ... FORWARD``,
+        whose reply the worker does not need), and a pop for the slot as :meth:`finish`."""
+        fwd = P.ack_forward(
+            _queue(job), job.key, _lease(job), to, result=result, ttl_ms=self._ttl(result)
+        )
+        first: P.Command[Any] = P.Command(fwd.args, _nothing)
+        take_next = take_next and self.ack_next
+        return [first, self.quick(1)] if take_next and not self.sharded else [first]
 
     def hand_back(self, job: Job) -> list[P.Command[object]]:
         """Commands that give a running job back at shutdown (to pipeline, in order)."""
@@ -120,6 +164,10 @@ class FetchStrategy:
 
     def _ttl(self, result: Optional[bytes]) -> Optional[int]:
         return self.result_ttl_ms if result else None
+
+
+def _nothing(reply: Any) -> None:
+    return None
 
 
 def _queue(job: Job) -> str:

@@ -28,14 +28,18 @@ def raw(value: Any) -> bytes:
     return str(value).encode("utf-8")
 
 
+def _name(value: Any) -> str:
+    return value.decode("utf-8", "replace") if type(value) is bytes else text(value)
+
+
 def fields(reply: Any) -> dict[str, Any]:
     """Field/value pairs of a reply: a RESP3 map or a RESP2 flat array."""
     if isinstance(reply, Mapping):
-        return {text(k): v for k, v in reply.items()}
+        return dict(zip(map(_name, reply.keys()), reply.values(), strict=True))
     if isinstance(reply, (list, tuple)):
         if len(reply) % 2:
             raise ValueError(f"expected field/value pairs, got {len(reply)} elements")
-        return {text(reply[i]): reply[i + 1] for i in range(0, len(reply), 2)}
+        return dict(zip(map(_name, reply[0::2]), reply[1::2], strict=True))
     raise ValueError(f"expected a map or a field/value array, got {type(reply).__name__}")
 
 
@@ -146,6 +150,59 @@ class Job:
         )
 
 
+# FORMAT VALUES (docs/commands.md, "Deliveries as values"): a delivery's values in this order,
+# with MPOP's queue 12th; a later module may add values after these, which are ignored.
+_VALUES = 11
+
+
+def _from_values(v: list[Any], queue: Optional[str], mpop: bool) -> Job:
+    """A ``FORMAT VALUES`` delivery, read by position (no field names to match)."""
+    want = _VALUES + 1 if mpop else _VALUES
+    if len(v) < want:
+        raise ValueError(f"a FORMAT VALUES delivery has {want} values, got {len(v)}")
+    attempt, attempts, collation, created_at, deadline, immediate, key, lease, nonce = v[:9]
+    payload, release_at = v[9], v[10]
+    job = Job(
+        key=_name(key),
+        attempts=int(attempts),
+        collation=None if collation is None else _name(collation),
+        created_at=int(created_at),
+        release_at=int(release_at),
+        immediate=immediate == 1,
+        nonce=int(nonce),
+        payload=None if payload is None else raw(payload),
+        attempt=None if attempt is None else int(attempt),
+        lease=None if lease is None else _name(lease),
+        deadline=None if deadline is None else int(deadline),
+        queue=_name(v[_VALUES]) if mpop else queue,
+    )
+    if not job.key:
+        raise ValueError("job reply without a 'key' field")
+    return job
+
+
+def delivery(reply: Any, queue: Optional[str] = None, mpop: bool = False) -> Job:
+    """One job handed out by POP/MPOP/ACK ... NEXT/NACK ... NEXT/MACK ... NEXT: its values
+    (``FORMAT VALUES``: an array whose first item is ``attempt``, a number) or its map (a
+    server that does not know ``FORMAT``: a RESP3 map, or a RESP2 array whose first item is
+    the name ``attempt``). ``mpop``: the 12th value names the queue."""
+    if type(reply) is list and reply and not isinstance(reply[0], (bytes, str)):
+        return _from_values(reply, queue, mpop)
+    return Job.from_reply(reply, queue)
+
+
+def deliveries(reply: Any, queue: Optional[str] = None, mpop: bool = False) -> list[Job]:
+    """An array of deliveries (POP/MPOP with COUNT, MACK ... NEXT); nil is empty."""
+    if reply is None:
+        return []
+    return [delivery(x, queue, mpop) for x in reply]
+
+
+def opt_delivery(reply: Any, queue: Optional[str] = None, mpop: bool = False) -> Optional[Job]:
+    """One delivery or nil."""
+    return None if reply is None else delivery(reply, queue, mpop)
+
+
 def jobs_from_reply(reply: Any, queue: Optional[str] = None) -> list[Job]:
     """An array of job replies (POP/MPOP with COUNT, LIST, DEAD LIST); nil is empty."""
     if reply is None:
@@ -170,11 +227,22 @@ class NackOutcome:
     outcome: str
     retry_at: Optional[int] = None
     attempts: Optional[int] = None
+    #: ``nack(..., forward=...)``: the successor enqueued because the job died.
+    successor: Optional[Job] = None
 
     @classmethod
     def from_reply(cls, reply: Any) -> NackOutcome:
         f = fields(reply)
         return cls(text(f["outcome"]), _int(f.get("retry_at")), _int(f.get("attempts")))
+
+    @classmethod
+    def with_successor(cls, reply: Any) -> NackOutcome:
+        """The reply of ``ORCA.NACK ... FORWARD``: [outcome, successor or nil]."""
+        outcome, successor = reply
+        o = cls.from_reply(outcome)
+        if successor is not None:
+            o.successor = Job.from_reply(successor)
+        return o
 
 
 @dataclass

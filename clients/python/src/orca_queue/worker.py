@@ -30,10 +30,11 @@ from redis.exceptions import ConnectionError, RedisError, ResponseError, Timeout
 
 from . import protocol as P
 from .connection import blocking_client
-from .errors import map_error
+from .errors import LeaseLostError, map_error
 from .protocol import execute
 from .queue import Queue
-from .runtime import FINISH_WAIT_S, Running, WorkerBase
+from .runtime import FINISH_WAIT_S, Running, WorkerBase, is_connection_error
+from .shards import ShardBlockers, is_cluster
 from .types import Job
 
 T = TypeVar("T")
@@ -64,6 +65,13 @@ class Worker(WorkerBase):
         self._blocker: Optional[redis.Redis] = None
         self._blocker_id: Optional[int] = None
         self._started = False
+        # On a Redis Cluster: the queues by hash slot, each group with its blocking connection.
+        self._groups = [self.strategy]
+        self._shards: Optional[ShardBlockers] = None
+        if is_cluster(self.client):
+            cluster: Any = self.client
+            self._groups = self.strategy.by_slot(cluster.keyslot)
+            self._shards = ShardBlockers(self.client, self._groups, self._run, self.log)
 
     # -- control ------------------------------------------------------------------------
     def stop(self, *, now: bool = False) -> None:
@@ -177,10 +185,15 @@ class Worker(WorkerBase):
         beat.join(2)
         if self._blocker is not None:
             self._blocker.close()
+        if self._shards is not None:
+            self._shards.close()
         self.log.info("worker stopped: %s", self.counts)
 
     def _unblock(self) -> None:
         """Wake the fetcher's blocking pop (it then sees the stop)."""
+        if self._shards is not None:
+            self._shards.unblock()
+            return
         if self._blocker_id is None:
             return
         try:
@@ -205,10 +218,18 @@ class Worker(WorkerBase):
         self._after_hand_back(cmds, replies)
 
     def _pipeline(self, cmds: Sequence[P.Command[Any]]) -> list[Any]:
+        """``cmds`` in one round trip (and their WAIT, when the worker waits for replicas):
+        each raw reply, an error reply as its exception."""
+        wait = self._wait_args(cmds)
         pipe = self.client.pipeline(transaction=False)
         for c in cmds:
             execute(pipe, c.args, c.options)
-        return list(pipe.execute(raise_on_error=False))
+        if wait is not None:
+            execute(pipe, wait)
+        replies = list(pipe.execute(raise_on_error=False))
+        if wait is not None:
+            self._waited(replies.pop(), cmds)
+        return replies
 
     # -- fetching -----------------------------------------------------------------------
     def _run(self, client: redis.Redis, cmd: P.Command[T]) -> T:
@@ -217,6 +238,32 @@ class Worker(WorkerBase):
         except ResponseError as e:
             raise map_error(e) from None
         return cmd.parse(reply)
+
+    def _call(self, cmd: P.Command[T]) -> T:
+        """One command on the shared client (with its WAIT when the worker waits)."""
+        if not self.durability.on:
+            return self._run(self.client, cmd)
+        (reply,) = self._pipeline([cmd])
+        if isinstance(reply, ResponseError):
+            raise map_error(reply)
+        return cmd.parse(reply)
+
+    def _confirm(self, jobs: list[Job]) -> list[Job]:
+        """Jobs a blocking pop brought, once replicas have their leases: the pop ran on the
+        blocking connection, so a WAIT there may not cover it; an EXTEND of each lease on the
+        shared connection, with its WAIT, does (replication keeps the server's order). A
+        lease already lost is dropped."""
+        if not jobs or not self.durability.on:
+            return jobs
+        replies = self._pipeline([self.strategy.extend(j) for j in jobs])
+        kept = []
+        for job, reply in zip(jobs, replies, strict=True):
+            err = map_error(reply) if isinstance(reply, ResponseError) else None
+            if isinstance(err, LeaseLostError):
+                self.log.warning("job %s: lease lost before it started (%s)", job.key, err)
+            else:
+                kept.append(job)
+        return kept
 
     def _free_slots(self) -> int:
         with self._cond:
@@ -229,20 +276,26 @@ class Worker(WorkerBase):
 
     def _fetch(self, free: int) -> list[Job]:
         jobs: list[Job] = []
-        while len(jobs) < free:
-            got: list[Job] = self._run(self.client, self.strategy.quick(free - len(jobs)))
-            jobs.extend(got)
-            # A short pop of one queue means it is empty; MPOP takes from one queue at a
-            # time, so a short MPOP that brought jobs may leave others in the next queues.
-            if not got or not self.strategy.several:
-                break
+        for group in self._groups:  # one, unless on a cluster with queues in several slots
+            while len(jobs) < free:
+                got: list[Job] = self._call(group.quick(free - len(jobs)))
+                jobs.extend(got)
+                # A short pop of one queue means it is empty; MPOP takes from one queue at a
+                # time, so a short MPOP that brought jobs may leave others in the next queues.
+                if not got or not group.several:
+                    break
         if jobs or self._stop.is_set():
+            return jobs
+        if self._shards is not None:
+            jobs = self._shards.pop(free)
+            extra, jobs = jobs[free:], self._confirm(jobs[:free])
+            self._hand_back(extra, "brought by pops on several shards at once, handed back")
             return jobs
         if self._blocker is None:
             self._blocker = blocking_client(self.client, self.strategy.block_ms)
         if self._blocker_id is None:
             self._blocker_id = int(self._blocker.client_id())
-        return self._run(self._blocker, self.strategy.blocking(free))
+        return self._confirm(self._run(self._blocker, self.strategy.blocking(free)))
 
     def _fetch_loop(self) -> None:
         backoff = 0.1
@@ -294,7 +347,7 @@ class Worker(WorkerBase):
     def _execute(self, cmds: list[P.Command[Any]]) -> list[Any]:
         """One command, or several pipelined (one round trip): each parsed reply, or the
         Orca error it got. A connection error raises."""
-        if len(cmds) == 1:
+        if len(cmds) == 1 and not self.durability.on:
             try:
                 return [self._run(self.client, cmds[0])]
             except ResponseError as e:
@@ -307,6 +360,23 @@ class Worker(WorkerBase):
             return self._execute(cmds)
         except RedisError as e:
             return [e]
+
+    def _finish_execute(
+        self, r: Running, cmds: list[P.Command[Any]], error: Optional[BaseException]
+    ) -> list[Any]:
+        """:meth:`_try_execute` of a finish (ACK / NACK, maybe with NEXT or a pop), re-sent on a
+        new connection after a connection error while the lease may still be held: a blip
+        (a failover, a restart) must not drop finished work. Its answer is final: a lease the
+        server says is lost (also when an earlier try did ack it) is never acked again."""
+        replies = self._try_execute(cmds)
+        pause = 0.05
+        while is_connection_error(replies[0]) and time.monotonic() + pause < self._lease_end(r):
+            self._retrying(r.job, "ack" if error is None else "nack", replies[0], pause)
+            if self._closed.wait(pause):
+                break
+            pause = min(pause * 2, 1.0)
+            replies = self._try_execute(cmds)
+        return replies
 
     def _finish(self, r: Running, value: Any, error: Optional[BaseException]) -> Optional[Running]:
         """Acks or nacks ``r``; returns the slot's next job (registered) when one was taken."""
@@ -321,11 +391,11 @@ class Worker(WorkerBase):
                 self.log.info("job %s: result dropped (%s)", job.key, job.abandoned)
                 return None
             cmds, error = self._finish_commands(job, value, error, take_next)
-            replies = self._try_execute(cmds)
+            replies = self._finish_execute(r, cmds, error)
             refused = self._refused_result(job, error, cmds, replies, take_next)
             if refused is not None:
                 nack, error = refused
-                again = self._try_execute(nack)
+                again = self._finish_execute(r, nack, error)
                 replies = [again[0], *replies[1:], *again[1:]]
             leased = self._after_finish(job, value, error, replies)
             return self._take(leased)

@@ -11,7 +11,9 @@ import redis.asyncio
 from redis.exceptions import ResponseError
 
 from .. import protocol as P
-from ..connection import check_block_timeout
+from ..connection import check_block_timeout, connection_kwargs
+from ..durability import WAITAOF_MISSING, Durability, check_durable_client, is_write
+from ..durability import finish as finish_durable
 from ..errors import OrcaError, map_error
 from ..keys import Config
 from ..protocol import execute
@@ -24,19 +26,67 @@ T = TypeVar("T")
 class Queue:
     """An Orca queue reached through a ``redis.asyncio.Redis`` client (RESP2 or RESP3)."""
 
-    def __init__(self, client: redis.asyncio.Redis, name: str) -> None:
-        self.client = client
+    def __init__(
+        self,
+        client: redis.asyncio.Redis | redis.asyncio.RedisCluster,
+        name: str,
+        *,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 1000,
+        wait_aof: bool = False,
+    ) -> None:
+        self.client: Any = client  # redis.asyncio.Redis, or redis.asyncio.RedisCluster
         self.name = name
+        self.durability = Durability(wait_replicas, wait_timeout_ms, wait_aof)
+        self._waitaof_checked = False
+        check_durable_client(client, self.durability)
 
     def __repr__(self) -> str:
         return f"aio.Queue({self.name!r})"
 
+    def with_wait(
+        self,
+        wait_replicas: int | None = None,
+        *,
+        wait_timeout_ms: int | None = None,
+        wait_aof: bool | None = None,
+    ) -> Queue:
+        """See :meth:`orca_queue.Queue.with_wait`."""
+        d = self.durability
+        return Queue(
+            self.client,
+            self.name,
+            wait_replicas=d.replicas if wait_replicas is None else wait_replicas,
+            wait_timeout_ms=d.timeout_ms if wait_timeout_ms is None else wait_timeout_ms,
+            wait_aof=d.aof if wait_aof is None else wait_aof,
+        )
+
     async def _run(self, cmd: P.Command[T]) -> T:
+        if self.durability.on and is_write(cmd.args):
+            replies = await self._durable_pipeline([cmd])
+            value: T = finish_durable(self.durability, cmd.parse, [replies[0], replies[1]])
+            return value
         try:
             reply = await execute(self.client, cmd.args, cmd.options)
         except ResponseError as e:
             raise map_error(e) from None
         return cmd.parse(reply)
+
+    async def _durable_pipeline(self, cmds: builtins.list[P.Command[Any]]) -> builtins.list[Any]:
+        """The writes and one WAIT (WAITAOF) after them, in one round trip on one connection."""
+        if self.durability.aof and not self._waitaof_checked:
+            try:
+                await execute(self.client, ("WAITAOF", 0, 0, 0))
+            except ResponseError as e:
+                if "unknown command" in str(e).lower():
+                    raise ValueError(WAITAOF_MISSING) from None
+                raise
+            self._waitaof_checked = True
+        async with self.client.pipeline(transaction=False) as pipe:
+            for c in cmds:
+                execute(pipe, c.args, c.options)
+            execute(pipe, self.durability.command())
+            return list(await pipe.execute(raise_on_error=False))
 
     async def enqueue(self, config: Config, *, now: int | None = None) -> Job:
         """ORCA.ENQUEUE (see :meth:`orca_queue.Queue.enqueue`)."""
@@ -45,6 +95,14 @@ class Queue:
     async def enqueue_many(self, configs: Iterable[Config]) -> builtins.list[Job | OrcaError]:
         """ORCA.ENQUEUE of many configs in one pipeline; each entry the reply or its error."""
         cmds = [P.enqueue(self.name, c) for c in configs]
+        if self.durability.on and cmds:
+            replies = await self._durable_pipeline(cmds)
+            result: builtins.list[Job | OrcaError] = finish_durable(
+                self.durability,
+                lambda rs: P.parse_pipeline(cmds, rs),
+                [replies[:-1], replies[-1]],
+            )
+            return result
         async with self.client.pipeline(transaction=False) as pipe:
             for c in cmds:
                 execute(pipe, c.args, c.options)
@@ -178,14 +236,14 @@ class Queue:
     async def pop(self, *, lease_ms: int | None = None, block_ms: int | None = None) -> Job | None:
         """ORCA.POP; with ``block_ms`` the client's socket timeout must be above it."""
         if block_ms is not None:
-            check_block_timeout(self.client.connection_pool.connection_kwargs, block_ms)
+            check_block_timeout(connection_kwargs(self.client), block_ms)
         return await self._run(P.pop(self.name, lease_ms, block_ms))
 
     async def pop_many(
         self, count: int, *, lease_ms: int | None = None, block_ms: int | None = None
     ) -> builtins.list[Job]:
         if block_ms is not None:
-            check_block_timeout(self.client.connection_pool.connection_kwargs, block_ms)
+            check_block_timeout(connection_kwargs(self.client), block_ms)
         return await self._run(P.pop_many(self.name, count, lease_ms, block_ms))
 
     async def ack(
@@ -195,9 +253,18 @@ class Queue:
         *,
         result: Any = None,
         ttl_ms: int | None = None,
-    ) -> None:
+        forward: tuple[Any, Config] | None = None,
+    ) -> Job | None:
+        """ORCA.ACK (see :meth:`orca_queue.Queue.ack`; ``forward``: the hand-off)."""
         key, token = P.job_and_lease(job, lease)
-        await self._run(P.ack(self.name, key, token, P.encode_result(result), ttl_ms))
+        res = P.encode_result(result)
+        if forward is not None:
+            to = (P.queue_name(forward[0]), forward[1])
+            return await self._run(
+                P.ack_forward(self.name, key, token, to, result=res, ttl_ms=ttl_ms)
+            )
+        await self._run(P.ack(self.name, key, token, res, ttl_ms))
+        return None
 
     async def ack_next(
         self,
@@ -246,9 +313,18 @@ class Queue:
         return merge(replies)
 
     async def nack(
-        self, job: Job | str, lease: str | None = None, *, delay_ms: int | None = None
+        self,
+        job: Job | str,
+        lease: str | None = None,
+        *,
+        delay_ms: int | None = None,
+        forward: tuple[Any, Config] | None = None,
     ) -> NackOutcome:
+        """ORCA.NACK (see :meth:`orca_queue.Queue.nack`; ``forward``: the hand-off on death)."""
         key, token = P.job_and_lease(job, lease)
+        if forward is not None:
+            to = (P.queue_name(forward[0]), forward[1])
+            return await self._run(P.nack_forward(self.name, key, token, to, delay_ms))
         return await self._run(P.nack(self.name, key, token, delay_ms))
 
     async def nack_next(
@@ -274,7 +350,7 @@ async def mpop(
     """ORCA.MPOP (see :func:`orca_queue.mpop`)."""
     client = _one_client(queues)
     if block_ms is not None:
-        check_block_timeout(client.connection_pool.connection_kwargs, block_ms)
+        check_block_timeout(connection_kwargs(client), block_ms)
     return await queues[0]._run(P.mpop([q.name for q in queues], lease_ms, block_ms))
 
 
@@ -284,5 +360,5 @@ async def mpop_many(
     """ORCA.MPOP ... COUNT n (see :func:`orca_queue.mpop_many`)."""
     client = _one_client(queues)
     if block_ms is not None:
-        check_block_timeout(client.connection_pool.connection_kwargs, block_ms)
+        check_block_timeout(connection_kwargs(client), block_ms)
     return await queues[0]._run(P.mpop_many([q.name for q in queues], count, lease_ms, block_ms))

@@ -24,11 +24,13 @@ from redis.exceptions import ConnectionError, RedisError, ResponseError, Timeout
 
 from .. import protocol as P
 from ..connection import async_blocking_client
-from ..errors import map_error
+from ..errors import LeaseLostError, map_error
 from ..protocol import execute
-from ..runtime import FINISH_WAIT_S, Running, WorkerBase
+from ..runtime import FINISH_WAIT_S, Running, WorkerBase, is_connection_error
+from ..shards import is_cluster
 from ..types import Job
 from .queue import Queue
+from .shards import AsyncShardBlockers
 
 T = TypeVar("T")
 
@@ -66,6 +68,13 @@ class Worker(WorkerBase):
         self._blocker_id: int | None = None
         self._started = False
         self._closed = False
+        # On a Redis Cluster: the queues by hash slot, each group with its blocking connection.
+        self._groups = [self.strategy]
+        self._shards: AsyncShardBlockers | None = None
+        if is_cluster(self.client):
+            cluster: Any = self.client
+            self._groups = self.strategy.by_slot(cluster.keyslot)
+            self._shards = AsyncShardBlockers(cluster, self._groups, self._run, self.log)
 
     # -- control ------------------------------------------------------------------------
     def stop(self, *, now: bool = False) -> None:
@@ -169,6 +178,8 @@ class Worker(WorkerBase):
         await asyncio.gather(beat, *(t for _, t in leftovers), return_exceptions=True)
         if self._blocker is not None:
             await self._blocker.aclose()
+        if self._shards is not None:
+            await self._shards.close()
         self.log.info("worker stopped: %s", self.counts)
 
     async def _wait_changed(self, timeout: float) -> None:
@@ -178,6 +189,9 @@ class Worker(WorkerBase):
             await asyncio.wait_for(self._changed.wait(), max(timeout, 0))
 
     async def _unblock(self) -> None:
+        if self._shards is not None:
+            await self._shards.unblock()
+            return
         if self._blocker_id is None:
             return
         try:
@@ -202,10 +216,40 @@ class Worker(WorkerBase):
         self._after_hand_back(cmds, replies)
 
     async def _pipeline(self, cmds: Sequence[P.Command[Any]]) -> list[Any]:
+        """``cmds`` in one round trip (and their WAIT, when the worker waits for replicas)."""
+        wait = self._wait_args(cmds)
         async with self.client.pipeline(transaction=False) as pipe:
             for c in cmds:
                 execute(pipe, c.args, c.options)
-            return list(await pipe.execute(raise_on_error=False))
+            if wait is not None:
+                execute(pipe, wait)
+            replies = list(await pipe.execute(raise_on_error=False))
+        if wait is not None:
+            self._waited(replies.pop(), cmds)
+        return replies
+
+    async def _call(self, cmd: P.Command[T]) -> T:
+        """One command on the shared client (with its WAIT when the worker waits)."""
+        if not self.durability.on:
+            return await self._run(self.client, cmd)
+        (reply,) = await self._pipeline([cmd])
+        if isinstance(reply, ResponseError):
+            raise map_error(reply)
+        return cmd.parse(reply)
+
+    async def _confirm(self, jobs: list[Job]) -> list[Job]:
+        """See :meth:`orca_queue.Worker._confirm`."""
+        if not jobs or not self.durability.on:
+            return jobs
+        replies = await self._pipeline([self.strategy.extend(j) for j in jobs])
+        kept = []
+        for job, reply in zip(jobs, replies, strict=True):
+            err = map_error(reply) if isinstance(reply, ResponseError) else None
+            if isinstance(err, LeaseLostError):
+                self.log.warning("job %s: lease lost before it started (%s)", job.key, err)
+            else:
+                kept.append(job)
+        return kept
 
     # -- fetching -----------------------------------------------------------------------
     async def _run(self, client: redis.asyncio.Redis, cmd: P.Command[T]) -> T:
@@ -217,19 +261,25 @@ class Worker(WorkerBase):
 
     async def _fetch(self, free: int) -> list[Job]:
         jobs: list[Job] = []
-        while len(jobs) < free:
-            got: list[Job] = await self._run(self.client, self.strategy.quick(free - len(jobs)))
-            jobs.extend(got)
-            # A short MPOP that brought jobs may leave some in the next queues.
-            if not got or not self.strategy.several:
-                break
+        for group in self._groups:  # one, unless on a cluster with queues in several slots
+            while len(jobs) < free:
+                got: list[Job] = await self._call(group.quick(free - len(jobs)))
+                jobs.extend(got)
+                # A short MPOP that brought jobs may leave some in the next queues.
+                if not got or not group.several:
+                    break
         if jobs or self._stopping:
+            return jobs
+        if self._shards is not None:
+            jobs = await self._shards.pop(free)
+            extra, jobs = jobs[free:], await self._confirm(jobs[:free])
+            await self._hand_back(extra, "brought by pops on several shards at once, handed back")
             return jobs
         if self._blocker is None:
             self._blocker = async_blocking_client(self.client, self.strategy.block_ms)
         if self._blocker_id is None:
             self._blocker_id = int(await self._blocker.client_id())
-        return await self._run(self._blocker, self.strategy.blocking(free))
+        return await self._confirm(await self._run(self._blocker, self.strategy.blocking(free)))
 
     async def _fetch_loop(self) -> None:
         backoff = 0.1
@@ -287,7 +337,7 @@ class Worker(WorkerBase):
 
     async def _execute(self, cmds: list[P.Command[Any]]) -> list[Any]:
         """One command, or several pipelined: each parsed reply or its Orca error."""
-        if len(cmds) == 1:
+        if len(cmds) == 1 and not self.durability.on:
             try:
                 return [await self._run(self.client, cmds[0])]
             except ResponseError as e:
@@ -301,6 +351,20 @@ class Worker(WorkerBase):
         except (RedisError, OSError) as e:
             return [e]
 
+    async def _finish_execute(
+        self, r: Running, cmds: list[P.Command[Any]], error: BaseException | None
+    ) -> list[Any]:
+        """See :meth:`orca_queue.Worker._finish_execute`: re-sent after a connection error
+        while the lease may be held; a lost lease is final."""
+        replies = await self._try_execute(cmds)
+        pause = 0.05
+        while is_connection_error(replies[0]) and time.monotonic() + pause < self._lease_end(r):
+            self._retrying(r.job, "ack" if error is None else "nack", replies[0], pause)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 1.0)
+            replies = await self._try_execute(cmds)
+        return replies
+
     async def _finish(self, r: Running, value: Any, error: BaseException | None) -> Running | None:
         job = r.job
         claimed = not r.finished
@@ -311,11 +375,11 @@ class Worker(WorkerBase):
                 return None
             take_next = not self._stopping
             cmds, error = self._finish_commands(job, value, error, take_next)
-            replies = await self._try_execute(cmds)
+            replies = await self._finish_execute(r, cmds, error)
             refused = self._refused_result(job, error, cmds, replies, take_next)
             if refused is not None:
                 nack, error = refused
-                again = await self._try_execute(nack)
+                again = await self._finish_execute(r, nack, error)
                 replies = [again[0], *replies[1:], *again[1:]]
             leased = self._after_finish(job, value, error, replies)
             if not leased:
