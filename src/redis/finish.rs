@@ -236,7 +236,10 @@ mod tests {
             key(NACK, &a)
         };
         assert_eq!(nack(&["DELAY", "FORWARD"]), None);
-        assert_eq!(nack(&["DELAY", "5", "FORWARD", "q2", "{}", "NEXT"]), Some(7));
+        assert_eq!(
+            nack(&["DELAY", "5", "FORWARD", "q2", "{}", "NEXT"]),
+            Some(7)
+        );
         assert_eq!(nack(&["STOP", "FORWARD", "q2", "{}"]), None);
     }
 }

@@ -215,7 +215,11 @@ impl Keys {
     /// in order, or refuse the arguments (the command then touches
     /// nothing). The handler takes its keys from here (MPOP through
     /// `positions`) or from the same walk (`finish::parse`).
-    pub fn locate<A: ArgBytes>(self, args: &[A], visit: impl FnMut(usize)) -> Result<(), RedisError> {
+    pub fn locate<A: ArgBytes>(
+        self,
+        args: &[A],
+        visit: impl FnMut(usize),
+    ) -> Result<(), RedisError> {
         match self {
             Keys::Specs(specs) => walk(specs, args, Reader::Module, visit),
             Keys::Finish(g) => {
@@ -490,7 +494,10 @@ mod tests {
         assert_eq!(Keys::Specs(QUEUE).legacy(), (1, 1, 1));
         assert!(!Keys::Specs(QUEUE).getkeys_api());
         assert_eq!(cluster_keys(Keys::Specs(QUEUE), &a(&["c", "q"])), vec![1]);
-        assert_eq!(cluster_keys(Keys::Specs(QUEUE), &a(&["c"])), Vec::<usize>::new());
+        assert_eq!(
+            cluster_keys(Keys::Specs(QUEUE), &a(&["c"])),
+            Vec::<usize>::new()
+        );
     }
 
     #[test]
@@ -559,7 +566,9 @@ mod tests {
         let k = Keys::Finish(finish::ACK);
         assert_eq!(k.legacy(), (1, 1, 1));
         assert!(k.getkeys_api());
-        let fwd = a(&["c", "q", "k", "1", "RESULT", "FORWARD", "FORWARD", "q2", "{}"]);
+        let fwd = a(&[
+            "c", "q", "k", "1", "RESULT", "FORWARD", "FORWARD", "q2", "{}",
+        ]);
         assert_eq!(k.positions(&fwd).ok(), Some(vec![1, 7]));
         assert_eq!(acl_keys(k, &fwd), vec![1, 7]);
         assert_eq!(cluster_keys(k, &fwd), vec![1, 7]);
@@ -610,7 +619,10 @@ mod tests {
             startfrom: 2,
         })];
         let fwd2 = FWD2;
-        assert_eq!(redis(fwd2, &["c", "TO", "x", "TO", "y", "TO"]), Some(vec![4]));
+        assert_eq!(
+            redis(fwd2, &["c", "TO", "x", "TO", "y", "TO"]),
+            Some(vec![4])
+        );
         assert_eq!(redis(fwd2, &["c", "a", "b", "TO"]), Some(vec![]));
         assert_eq!(Keys::Specs(fwd).legacy(), (1, 1, 1));
     }

@@ -174,16 +174,44 @@ fn the_mirror_finds_the_keys_the_server_finds_for_every_orca_command() {
 
 /// Tokens of the module's argument lists, hostile spellings included.
 pub const ORCA_TOKENS: &[&[u8]] = &[
-    b"q", b"q2", b"k", b"1", b"2", b"02", b"0", b"-1", b"+1", b"4294967298", b"FORWARD",
-    b"forward", b"FoRwArD", b"FORWARD\0", b"FORWARD\0x", b"{}", b"RESULT", b"TTL", b"STOP",
-    b"NEXT", b"DELAY", b"LEASE", b"COUNT", b"FORMAT", b"VALUES", b"RESULTS", b"",
+    b"q",
+    b"q2",
+    b"k",
+    b"1",
+    b"2",
+    b"02",
+    b"0",
+    b"-1",
+    b"+1",
+    b"4294967298",
+    b"FORWARD",
+    b"forward",
+    b"FoRwArD",
+    b"FORWARD\0",
+    b"FORWARD\0x",
+    b"{}",
+    b"RESULT",
+    b"TTL",
+    b"STOP",
+    b"NEXT",
+    b"DELAY",
+    b"LEASE",
+    b"COUNT",
+    b"FORMAT",
+    b"VALUES",
+    b"RESULTS",
+    b"",
 ];
 
 /// A random argument list of command `i` of the table, at least its arity.
 pub fn orca_args(rng: &mut Rng, i: usize) -> Vec<Vec<u8>> {
     let cmd = &COMMANDS[i];
     let min = cmd.arity.unsigned_abs() as usize - 1;
-    let n = if cmd.arity > 0 { min } else { min + rng.below(8) as usize };
+    let n = if cmd.arity > 0 {
+        min
+    } else {
+        min + rng.below(8) as usize
+    };
     let mut a = vec![cmd.name.to_bytes().to_vec()];
     // Half of the finishes are shaped as a finish is (`q k 1`, then
     // options, whole or not), the others are any tokens.

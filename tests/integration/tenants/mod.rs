@@ -360,7 +360,9 @@ fn forwards(cmd: &str, x: &Tenant, own: &Tenant) -> Vec<Invocation> {
             ]);
         } else {
             out.extend([
-                both(args!["DELAY", 1000, "FORWARD", q2, &cfg, "NEXT", "LEASE", 0]),
+                both(args![
+                    "DELAY", 1000, "FORWARD", q2, &cfg, "NEXT", "LEASE", 0
+                ]),
                 // NACK takes no STOP; a DELAY of `FORWARD` is no integer.
                 refused(args!["STOP", "FORWARD", q2, &cfg]),
                 refused(args!["DELAY", "FORWARD", q2, &cfg]),
