@@ -227,7 +227,9 @@ def test_sentinel_failover_loses_no_acknowledged_write() -> None:
         for node in dep.nodes():
             if node is extra["old"] or node is new:
                 continue
-            wait_link_up(node)
+            # Sentinel moves the other replicas over within failover-timeout
+            # (10 s) after the failover; give a loaded machine room.
+            wait_link_up(node, timeout=60.0)
             c = node.client()
             wait_until(
                 f"replica {node.port} to agree",
