@@ -117,7 +117,12 @@ pub async fn page(ctx: Ctx, Query(q): Query<JobQuery>) -> AppResult<Response> {
             }
             (
                 Some(JobRow::new(&name, job, now)),
-                job.state.clone().unwrap_or_default(),
+                // The module's `done` (finished, its result kept) reads as
+                // "finished", as a job the module no longer knows does.
+                match job.state.as_deref() {
+                    Some("done") => "finished".to_string(),
+                    s => s.unwrap_or_default().to_string(),
+                },
                 job.position.map(format::count).unwrap_or_default(),
                 field_rows(&job.fields, now, &["payload", "leases"]),
                 job.payload.as_deref(),
