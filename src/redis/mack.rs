@@ -13,9 +13,12 @@ use super::access::{check_payload, core_err, job_key_arg, read_queue, write_queu
 use super::args::{check_pins, err, format, from_master_or_aof, is_kw, parse_int, Options};
 use super::errors;
 use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
-use super::pop::{take, PopArgs};
-use super::reply::{self, CmdResult, Format, Reply};
+use super::hooks;
+use super::pop::{take_with, PopArgs};
+use super::reply::{CmdResult, Format, Reply};
+use super::worker::check_next_block;
 use super::{settings, stats};
+use crate::core::error::ErrorCode;
 use crate::core::limits::lease_deadline;
 use crate::core::{JobKey, QueueError};
 
@@ -27,9 +30,43 @@ struct MackArgs<'a> {
     results: Option<&'a [RedisString]>,
     ttl: i64,
     now: i64,
-    /// `NEXT`: the lease and count of the jobs to take after the ACKs, and
-    /// how they are written.
-    next: Option<(i64, i64, Format)>,
+    /// `NEXT`: what to take after the ACKs.
+    next: Option<Next>,
+}
+
+/// What follows `NEXT`: the lease and count of the jobs to take, how they
+/// are written, and whether to wait for them (`BLOCK ms`).
+struct Next {
+    lease: i64,
+    count: i64,
+    format: Format,
+    block: Option<i64>,
+}
+
+/// Parse what follows `NEXT` (`count` defaults to `n`, the leases given).
+fn parse_next(ctx: &Context, after: &[RedisString], n: i64) -> Result<Next, RedisError> {
+    let opts = Options::parse(after, &["LEASE", "COUNT", "FORMAT", "BLOCK"])?;
+    let lease = opts.ms("LEASE")?.unwrap_or_else(settings::lease_time);
+    let max = if from_master_or_aof(ctx) {
+        i64::MAX
+    } else {
+        settings::max_pop_count()
+    };
+    // "Up to n jobs": a COUNT above orca.max-pop-count takes that many (a
+    // client refilling its slots need not know the server's limit).
+    let count = match opts.get("COUNT") {
+        None => n,
+        Some(v) => parse_int(v, "COUNT")?,
+    };
+    if count < 1 {
+        return Err(err("COUNT must be at least 1"));
+    }
+    Ok(Next {
+        lease,
+        count: count.min(max),
+        format: format(&opts)?,
+        block: opts.ms("BLOCK")?,
+    })
 }
 
 /// The options after the pairs: the `RESULTS` run, the runs of `NAME value`
@@ -115,27 +152,13 @@ fn parse<'a>(ctx: &Context, args: &'a [RedisString]) -> Result<MackArgs<'a>, Red
     let next = match next {
         None => None,
         Some(after) => {
-            let opts = Options::parse(after, &["LEASE", "COUNT", "FORMAT"])?;
-            let lease = opts.ms("LEASE")?.unwrap_or_else(settings::lease_time);
-            if lease_deadline(now, lease).is_none() {
-                // Refused before the ACKs: an error leaves the queue as it was.
+            let next = parse_next(ctx, after, n)?;
+            // Refused before the ACKs: an error leaves the queue as it was.
+            if lease_deadline(now, next.lease).is_none() {
                 return Err(core_err(QueueError::TimeOverflow));
             }
-            let max = if from_master_or_aof(ctx) {
-                i64::MAX
-            } else {
-                settings::max_pop_count()
-            };
-            // "Up to n jobs": a COUNT above orca.max-pop-count takes that many (a
-            // client refilling its slots need not know the server's limit).
-            let count = match opts.get("COUNT") {
-                None => n,
-                Some(v) => parse_int(v, "COUNT")?,
-            };
-            if count < 1 {
-                return Err(err("COUNT must be at least 1"));
-            }
-            Some((lease, count.min(max), format(&opts)?))
+            check_next_block(ctx, next.block)?;
+            Some(next)
         }
     };
     if let Some(rs) = results {
@@ -199,21 +222,108 @@ pub fn mack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     if woken {
         signal_ready(ctx, name);
     }
-    let Some((lease, count, format)) = m.next else {
+    let Some(next) = m.next else {
         send_outcomes(ctx, &outcomes);
         return Ok(Reply::Sent);
     };
-    ffi::reply::array(ctx, 2);
-    send_outcomes(ctx, &outcomes);
     let p = PopArgs {
-        count: Some(count),
-        ..PopArgs::next(lease, m.now, settings::max_attempts(), format)
+        count: Some(next.count),
+        ..PopArgs::next(next.lease, m.now, settings::max_attempts(), next.format)
     };
-    match take(ctx, name, &p, false) {
-        Ok(Some(r)) => reply::send(ctx, &r),
-        Ok(None) => ffi::reply::array(ctx, 0),
-        Err(e) => errors::send_err(ctx, e),
+    let head = |ctx: &Context| {
+        ffi::reply::array(ctx, 2);
+        send_outcomes(ctx, &outcomes);
+    };
+    match take_with(ctx, name, &p, false, &head) {
+        Ok(Some(_)) => {}
+        Ok(None) => match next.block {
+            Some(timeout) => {
+                // The ACKs are done (and replicated); the reply waits for jobs.
+                let keys = [name];
+                if !hooks::block_carrying(
+                    ctx,
+                    &keys,
+                    timeout,
+                    on_ready,
+                    on_timeout,
+                    Box::new(outcomes.clone()),
+                ) {
+                    head(ctx);
+                    errors::send_err(
+                        ctx,
+                        errors::coded(ErrorCode::Internal, &[], "could not block the client"),
+                    );
+                }
+                return Ok(Reply::Sent);
+            }
+            None => {
+                head(ctx);
+                ffi::reply::array(ctx, 0);
+            }
+        },
+        Err(e) => {
+            head(ctx);
+            errors::send_err(ctx, e);
+        }
     }
+    Ok(Reply::Sent)
+}
+
+/// The outcomes of a blocked `ORCA.MACK ... NEXT BLOCK`'s ACKs.
+type Outcomes = Vec<Result<(), QueueError>>;
+
+/// What follows `NEXT` in a blocked MACK's arguments.
+fn blocked_next(ctx: &Context, args: &[RedisString]) -> Result<Next, RedisError> {
+    let [_, _, numleases, rest @ ..] = args else {
+        return Err(RedisError::WrongArity);
+    };
+    let n = parse_int(numleases, "numleases")?;
+    let rest = rest.get(2 * n.max(0) as usize..).unwrap_or(&[]);
+    let after = split(rest, n.max(0) as usize)?.next.unwrap_or(&[]);
+    parse_next(ctx, after, n)
+}
+
+/// The queue of a blocked `ORCA.MACK ... NEXT BLOCK` was signalled: reply
+/// the outcomes and the jobs it can hand out now, or keep waiting.
+fn on_ready<'a>(ctx: &Context, args: &'a [RedisString]) -> Option<CmdResult<'a>> {
+    let outcomes: &Outcomes = hooks::carried(ctx)?;
+    let next = match blocked_next(ctx, args) {
+        Ok(n) => n,
+        Err(e) => return Some(Err(e)),
+    };
+    let p = PopArgs {
+        count: Some(next.count),
+        now: None,
+        waking: true,
+        ..PopArgs::next(next.lease, 0, settings::max_attempts(), next.format)
+    };
+    let head = |ctx: &Context| {
+        ffi::reply::array(ctx, 2);
+        send_outcomes(ctx, outcomes);
+    };
+    match take_with(ctx, &args[1], &p, false, &head) {
+        Ok(Some(_)) => Some(Ok(Reply::Sent)),
+        Ok(None) => None,
+        Err(e) => {
+            head(ctx);
+            errors::send_err(ctx, e);
+            Some(Ok(Reply::Sent))
+        }
+    }
+}
+
+/// BLOCK ran out (or CLIENT UNBLOCK): the outcomes and no jobs.
+fn on_timeout<'a>(ctx: &Context, _args: &'a [RedisString]) -> CmdResult<'a> {
+    let Some(outcomes) = hooks::carried::<Outcomes>(ctx) else {
+        return Err(errors::coded(
+            ErrorCode::Internal,
+            &[],
+            "blocked ORCA.MACK lost its outcomes",
+        ));
+    };
+    ffi::reply::array(ctx, 2);
+    send_outcomes(ctx, outcomes);
+    ffi::reply::array(ctx, 0);
     Ok(Reply::Sent)
 }
 

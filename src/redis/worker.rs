@@ -15,8 +15,8 @@ use super::args::{
     check_pins, err, format, from_master_or_aof, is_kw, max_attempts, page_limit, parse_int,
     parse_ms, Options,
 };
-use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
-use super::pop::{take, PopArgs};
+use super::ffi::{self, deny_blocking, now_ms, signal_ready, Arg, Kw};
+use super::pop::{self, take, PopArgs};
 use super::reply::{owned, CmdResult, Fields, Format, JobReply, Reply, Val};
 use super::{settings, stats, timer};
 use crate::core::limits::lease_deadline;
@@ -70,37 +70,91 @@ fn split_next(rest: &[RedisString]) -> (&[RedisString], Option<&[RedisString]>) 
     (rest, None)
 }
 
-/// The lease of the job `NEXT` takes (`LEASE ms` after `NEXT`, or the
-/// module default) and how it is written (`FORMAT`).
-fn next_lease(after: &[RedisString]) -> Result<(i64, Format), RedisError> {
-    let opts = Options::parse(after, &["LEASE", "FORMAT"])?;
-    let lease = opts.ms("LEASE")?.unwrap_or_else(settings::lease_time);
-    Ok((lease, format(&opts)?))
+/// What follows `NEXT`: the lease of the job it takes (`LEASE ms`, or the
+/// module default), how it is written (`FORMAT`) and whether to wait for
+/// one (`BLOCK ms`).
+#[derive(Clone, Copy)]
+struct Next {
+    lease: i64,
+    format: Format,
+    block: Option<i64>,
 }
 
-/// Refuse a `NEXT` whose lease cannot be taken at `now` before the ACK/NACK
-/// runs: an error must leave the queue as it was, so the pop half cannot
-/// be the first to find out.
-fn check_next_lease(next_lease: Option<(i64, Format)>, now: i64) -> Result<(), RedisError> {
-    match next_lease {
-        Some((lease, _)) if lease_deadline(now, lease).is_none() => {
-            Err(core_err(QueueError::TimeOverflow))
-        }
-        _ => Ok(()),
+fn next_lease(after: &[RedisString]) -> Result<Next, RedisError> {
+    let opts = Options::parse(after, &["LEASE", "FORMAT", "BLOCK"])?;
+    Ok(Next {
+        lease: opts.ms("LEASE")?.unwrap_or_else(settings::lease_time),
+        format: format(&opts)?,
+        block: opts.ms("BLOCK")?,
+    })
+}
+
+/// Refuse, before the ACK/NACK runs, a `NEXT` whose lease cannot be taken
+/// at `now` or that would block where a client cannot: an error must leave
+/// the queue as it was, so the pop half cannot be the first to find out.
+fn check_next(ctx: &Context, next: Option<Next>, now: i64) -> Result<(), RedisError> {
+    let Some(n) = next else {
+        return Ok(());
+    };
+    if lease_deadline(now, n.lease).is_none() {
+        return Err(core_err(QueueError::TimeOverflow));
     }
+    check_next_block(ctx, n.block)
+}
+
+/// `NEXT ... BLOCK` where a client cannot be blocked (MULTI, scripts).
+pub fn check_next_block(ctx: &Context, block: Option<i64>) -> Result<(), RedisError> {
+    if block.is_some() && deny_blocking(ctx) {
+        return Err(err(
+            "BLOCK is not allowed inside MULTI/EXEC or scripts; send NEXT without BLOCK",
+        ));
+    }
+    Ok(())
 }
 
 /// The job after an ACK/NACK ... NEXT: popped as a pop would be (and
-/// replicated as one), at the same pinned time; nil if none.
+/// replicated as one), at the same pinned time; nil if none, or (`BLOCK`)
+/// the client waits for one like `ORCA.POP ... BLOCK`.
 fn next_job<'a>(
     ctx: &Context,
     name: &'a RedisString,
-    (lease, format): (i64, Format),
+    next: Next,
     now: i64,
     max_attempts: i64,
 ) -> CmdResult<'a> {
-    let p = PopArgs::next(lease, now, max_attempts, format);
-    Ok(take(ctx, name, &p, false)?.unwrap_or(Reply::Null))
+    let p = PopArgs::next(next.lease, now, max_attempts, next.format);
+    if let Some(r) = take(ctx, name, &p, false)? {
+        return Ok(r);
+    }
+    match next.block {
+        None => Ok(Reply::Null),
+        Some(timeout) => pop::block(ctx, &[name], timeout, next_on_ready),
+    }
+}
+
+/// The queue of a blocked `ACK/NACK ... NEXT BLOCK` was signalled: the
+/// finish is done (it ran when the command did); hand out the next job, or
+/// keep waiting. Replicated as a woken `ORCA.POP ... BLOCK` is.
+fn next_on_ready<'a>(ctx: &Context, args: &'a [RedisString]) -> Option<CmdResult<'a>> {
+    let [_, name, _, _, rest @ ..] = args else {
+        return Some(Err(RedisError::WrongArity));
+    };
+    let (before, after) = split_next(rest);
+    let woken = || -> Result<PopArgs, RedisError> {
+        let next = next_lease(after.unwrap_or(&[]))?;
+        // A NACK's pinned MAXATTEMPTS applies to its NEXT too (as without BLOCK).
+        let opts = Options::parse(before, &["RESULT", "TTL", "NOW", "DELAY", "MAXATTEMPTS"])?;
+        let max_attempts = max_attempts(&opts)?;
+        Ok(PopArgs {
+            now: None,
+            waking: true,
+            ..PopArgs::next(next.lease, 0, max_attempts, next.format)
+        })
+    };
+    match woken() {
+        Ok(p) => take(ctx, name, &p, false).transpose(),
+        Err(e) => Some(Err(e)),
+    }
 }
 
 /// Wake blocked pops if a capped collation came back below its cap.
@@ -122,7 +176,7 @@ pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     check_pins(ctx, &opts)?;
     let ttl = opts.ms("TTL")?.unwrap_or_else(settings::result_ttl);
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
-    check_next_lease(next_lease, now)?;
+    check_next(ctx, next_lease, now)?;
     let result_arg = opts.get("RESULT");
     let result = result_arg.map(|r| r.as_slice());
     if let Some(r) = result {
@@ -187,7 +241,7 @@ pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     check_pins(ctx, &opts)?;
     let delay = opts.ms("DELAY")?;
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
-    check_next_lease(next_lease, now)?;
+    check_next(ctx, next_lease, now)?;
     let max_attempts = max_attempts(&opts)?;
     let policy = settings::policy(Some(max_attempts));
     let (key, token) = fenced(ctx, name, key_arg, token_arg)?;

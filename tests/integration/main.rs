@@ -30,6 +30,7 @@ mod limits;
 mod mack;
 mod move_job;
 mod mpop;
+mod next_block;
 mod panic_guard;
 mod persistence;
 mod policies_durability;
