@@ -390,9 +390,11 @@ def mack(
     next: bool = False,
     lease_ms: Optional[int] = None,
     count: Optional[int] = None,
+    block_ms: Optional[int] = None,
 ) -> Command[MackReply]:
     """ORCA.MACK of ``(orca key, lease, result or None)`` items: every item with a result, or
-    none (the server takes one result per delivery or none)."""
+    none (the server takes one result per delivery or none). ``block_ms`` (with ``next``):
+    the reply waits up to that long for jobs (``NEXT ... BLOCK``; 0 = forever)."""
     if not items:
         raise ValueError("ORCA.MACK needs at least one delivery")
     with_result = sum(r is not None for _, _, r in items)
@@ -407,7 +409,7 @@ def mack(
     if not next:
         return Command(tuple(args), lambda r: MackReply(_outcomes(r)))
     args.append("NEXT")
-    _with(_with(args, "LEASE", lease_ms), "COUNT", count)
+    _with(_with(_with(args, "LEASE", lease_ms), "COUNT", count), "BLOCK", block_ms)
     args += VALUES
 
     def parse(r: Any) -> MackReply:
@@ -433,6 +435,7 @@ def mack_plan(
     next: bool = False,
     lease_ms: Optional[int] = None,
     count: Optional[int] = None,
+    block_ms: Optional[int] = None,
 ) -> tuple[list[Command[MackReply]], Callable[[list[MackReply | OrcaError]], MackReply]]:
     """The ORCA.MACK commands for ``items`` and how to merge their replies back into the
     items' order (``count`` defaults to one job per item; the server takes at most
@@ -445,14 +448,15 @@ def mack_plan(
     one refused as a whole (a result over ``orca.max-payload-bytes``) leaves everything as it
     was; then those without, which carries ``next``. A delivery given twice is sent once; its
     repeats get what the server answers a repeat, "lease not held" (or the first one's error),
-    so the outcomes are those of acking in the order given."""
+    so the outcomes are those of acking in the order given. ``block_ms`` goes with ``next``
+    (on the command that carries it)."""
     if not items:
         raise ValueError("ack_many needs at least one delivery")
     if next and count is None:
         count = len(items)
     with_result = sum(i[2] is not None for i in items)
     if with_result in (0, len(items)):
-        cmd = mack(q, items, ttl_ms, next=next, lease_ms=lease_ms, count=count)
+        cmd = mack(q, items, ttl_ms, next=next, lease_ms=lease_ms, count=count, block_ms=block_ms)
         return [cmd], lambda replies: replies[0]
     first: dict[tuple[str, str], int] = {}
     for n, (key, lease, _) in enumerate(items):
@@ -464,12 +468,16 @@ def mack_plan(
     if kept:
         cmds.append(mack(q, [items[n] for n in kept], ttl_ms))
     if bare:
+        bare_items = [items[n] for n in bare]
         cmds.append(
-            mack(q, [items[n] for n in bare], ttl_ms, next=next, lease_ms=lease_ms, count=count)
+            mack(
+                q, bare_items, ttl_ms, next=next, lease_ms=lease_ms, count=count, block_ms=block_ms
+            )
         )
     elif next:  # every first occurrence has a result: NEXT goes with them
+        kept_items = [items[n] for n in kept]
         cmds[0] = mack(
-            q, [items[n] for n in kept], ttl_ms, next=True, lease_ms=lease_ms, count=count
+            q, kept_items, ttl_ms, next=True, lease_ms=lease_ms, count=count, block_ms=block_ms
         )
 
     def merge(replies: list[MackReply | OrcaError]) -> MackReply:
