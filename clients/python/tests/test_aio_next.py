@@ -128,6 +128,37 @@ async def test_worker_at_a_trickle_sends_about_one_command_per_job(
     await task
     assert w.counts["completed"] == 30
 
+async def test_worker_from_a_trickle_to_a_burst_and_back(
+    own: tuple[Server, redis.asyncio.Redis],
+) -> None:
+    """The worker waits for work inside its finishes at a trickle, then a burst fills every
+    slot (the wait brings a full batch, the worker polls again), then a trickle again: every
+    job runs once, none is left leased."""
+    _, c = own
+    q = Queue(c, "burst")
+    seen: list[str] = []
+
+    async def handler(job: Job) -> None:
+        seen.append(job.config["key"])
+        await asyncio.sleep(0.001 if len(seen) % 7 else 0.02)
+
+    w, task = make(q, handler, concurrency=4, lease_ms=60_000)
+    for rnd in range(2):
+        for i in range(6):
+            await q.enqueue(cfg(f"t{rnd}-{i}"))
+            await asyncio.sleep(0.03)
+        await q.enqueue_many([cfg(f"b{rnd}-{i}") for i in range(150)])
+    await until(lambda: w.counts["completed"] == 312, timeout=30)
+    await w.close()
+    await task
+    assert sorted(seen) == sorted(
+        [f"t{r}-{i}" for r in range(2) for i in range(6)]
+        + [f"b{r}-{i}" for r in range(2) for i in range(150)]
+    )
+    st = await q.stats()
+    assert (st.queued, st.leased, st.results) == (0, 0, 0)
+
+
 async def test_worker_serves_queues_in_order_with_mpop(
     own: tuple[Server, redis.asyncio.Redis],
 ) -> None:

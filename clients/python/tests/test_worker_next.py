@@ -79,6 +79,35 @@ def test_at_a_trickle_about_one_command_per_job(own: Server, started: list[Runni
     assert run.worker.counts["completed"] == 30
 
 
+def test_from_a_trickle_to_a_burst_and_back(own: Server, started: list[Running]) -> None:
+    """As the asyncio Worker's test: trickle, burst, trickle; every job once, none left."""
+    r = own.client()
+    q = Queue(r, "burst")
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def handler(job: Job) -> None:
+        with lock:
+            seen.append(job.config["key"])
+            n = len(seen)
+        time.sleep(0.001 if n % 7 else 0.02)
+
+    run = start(started, q, handler, concurrency=4, lease_ms=60_000)
+    for rnd in range(2):
+        for i in range(6):
+            q.enqueue(cfg(f"t{rnd}-{i}"))
+            time.sleep(0.03)
+        q.enqueue_many([cfg(f"b{rnd}-{i}") for i in range(150)])
+    wait_for(lambda: run.worker.counts["completed"] == 312, timeout=30)
+    run.stop()
+    assert sorted(seen) == sorted(
+        [f"t{r}-{i}" for r in range(2) for i in range(6)]
+        + [f"b{r}-{i}" for r in range(2) for i in range(150)]
+    )
+    st = q.stats()
+    assert (st.queued, st.leased) == (0, 0)
+
+
 def test_without_ack_next_free_slots_are_refilled_by_pops(
     own: Server, started: list[Running]
 ) -> None:

@@ -230,8 +230,13 @@ class Worker(AsyncFinisher):
         while not self._stopping:
             free = self.options.concurrency - len(self._running) - self._reserved
             if self._arm_with:
+                if not self._empty or self._others_running() or self._armed:
+                    # Work came meanwhile: these go as a plain batch, NEXT refilling them.
+                    done, self._arm_with = self._arm_with, []
+                    self._send_later(done, True)
+                    continue
                 free += len(self._arm_with)  # their slots are in the table still
-            elif free <= 0:
+            if free <= 0:
                 await self._wait_changed(0.5)
                 continue
             try:
