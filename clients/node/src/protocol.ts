@@ -241,7 +241,7 @@ function outcomesOf(r: unknown): (Error | null)[] {
 export function mack(
   q: string,
   items: MackItem[],
-  o: { ttlMs?: number; next?: { leaseMs?: number; count?: number } } = {},
+  o: { ttlMs?: number; next?: { leaseMs?: number; count?: number; blockMs?: number } } = {},
 ): Command<MackReply> {
   if (items.length === 0) throw new RangeError("ORCA.MACK needs at least one delivery");
   const withResult = items.filter((i) => i.result !== undefined).length;
@@ -254,7 +254,7 @@ export function mack(
   const next = o.next;
   if (next === undefined) return { args, parse: (r) => ({ outcomes: outcomesOf(r), jobs: [] }) };
   args.push("NEXT");
-  opt(opt(args, "LEASE", next.leaseMs), "COUNT", next.count);
+  opt(opt(opt(args, "LEASE", next.leaseMs), "COUNT", next.count), "BLOCK", next.blockMs);
   const reply = (read: (r: unknown) => Job) => (r: unknown) => {
     const [outcomes, jobs] = r as [unknown, unknown];
     if (!Array.isArray(jobs)) throw new TypeError("ORCA.MACK ... NEXT replied without its jobs");
