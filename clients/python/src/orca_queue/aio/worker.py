@@ -246,7 +246,7 @@ class Worker(AsyncFinisher):
                     continue
                 linger = self._batches.linger_s if self._block_next and self._trickle else 0.0
                 if not self._arm_with and linger:
-                    busy = self._others_running()
+                    busy = self._others_running() or bool(self._done)
                     now = time.monotonic()
                     if busy and linger_until == 0.0:
                         linger_until = now + linger
