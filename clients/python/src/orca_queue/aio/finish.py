@@ -53,6 +53,7 @@ class AsyncFinisher(WorkerBase):
 
     def _setup_finishing(self) -> None:
         self._batches = Batches(self)
+        self._async_handler = inspect.iscoroutinefunction(self.handler)
         self._done: list[Done] = []  # successes of this loop iteration, not yet sent
         self._flush_handle: asyncio.Handle | None = None
         self._sends: set[asyncio.Task[None]] = set()  # batches in flight
@@ -84,7 +85,7 @@ class AsyncFinisher(WorkerBase):
         self._running[_key(job)] = (r, asyncio.get_running_loop().create_task(self._handle(r)))
 
     async def _call_handler(self, job: Job) -> Any:
-        if inspect.iscoroutinefunction(self.handler):
+        if self._async_handler:
             return await self.handler(job)
         value = await asyncio.to_thread(self.handler, job)
         if inspect.isawaitable(value):
