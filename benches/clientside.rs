@@ -704,6 +704,56 @@ fn cmd_worker(o: &Opts) -> Res<()> {
     Ok(())
 }
 
+/// A pipeline stage's loop on `--n` jobs already queued in `--queue`, one
+/// job at a time on each of `--conns` connections: each job is leased,
+/// finished and handed on to `<queue>:next` (its own config as the
+/// successor's). `--mode forward`: `ORCA.POP`, then `ORCA.ACK ... FORWARD
+/// <queue>:next <config>` (two round trips, one atomic hand-off).
+/// `--mode two-step`: `ORCA.POP`, `ORCA.ACK`, then `ORCA.ENQUEUE
+/// <queue>:next <config>` (three round trips; a crash between the last two
+/// would lose the job).
+fn cmd_handoff(o: &Opts) -> Res<()> {
+    let (port, queue, n, conns, lease) = take_opts(o, 8, 600_000)?;
+    let forward = match o.s("mode", "forward").as_str() {
+        "forward" => true,
+        "two-step" => false,
+        m => return Err(format!("unknown --mode {m} (forward, two-step)")),
+    };
+    let next_queue = format!("{queue}:next");
+    let secs = run_threads(port, conns, move |th, con| {
+        let (lo, hi) = share(n, conns, th);
+        let mut pop = redis::cmd("ORCA.POP");
+        pop.arg(&queue).arg("LEASE").arg(lease);
+        for _ in lo..hi {
+            let v = q(con, &pop)?;
+            let (k, l) = key_and_lease(&v, "ORCA.POP")?;
+            let payload = field(&v, "payload").ok_or_else(|| format!("no payload in {v:?}"))?;
+            let mut ack = redis::cmd("ORCA.ACK");
+            ack.arg(&queue).arg(&k).arg(&l);
+            if forward {
+                ack.arg("FORWARD").arg(&next_queue).arg(&payload);
+                match q(con, &ack)? {
+                    Value::Array(a) if a.len() == 2 && a[0] == Value::Int(1) => {}
+                    r => return Err(format!("ORCA.ACK ... FORWARD replied {r:?}")),
+                }
+            } else {
+                let r = q(con, &ack)?;
+                if r != Value::Int(1) {
+                    return Err(format!("ORCA.ACK replied {r:?}"));
+                }
+                q(
+                    con,
+                    redis::cmd("ORCA.ENQUEUE").arg(&next_queue).arg(&payload),
+                )?;
+            }
+        }
+        Ok(())
+    })?;
+    let name = if forward { "forward" } else { "two-step" };
+    report(&format!("handoff-{name}"), n as u64, secs, &[]);
+    Ok(())
+}
+
 // ---------------------------------------------------------------- collation
 
 /// Lowest priority `collation` gives, and the width of its range: 7-digit
@@ -1207,9 +1257,10 @@ fn main() {
             "protocol" => cmd_protocol(&o),
             "pop" => cmd_pop(&o),
             "worker" => cmd_worker(&o),
+            "handoff" => cmd_handoff(&o),
             "collation" => cmd_collation(&o),
             other => Err(format!(
-                "unknown subcommand {other} (load, set, delete, mix, cycle, protocol, pop, worker, collation)"
+                "unknown subcommand {other} (load, set, delete, mix, cycle, protocol, pop, worker, handoff, collation)"
             )),
         }),
     };

@@ -636,6 +636,32 @@ class Bench:
         self.worker_n = n
         self.flush()
 
+    # ---- issue 24: hand-offs
+
+    def handoff(self):
+        """A pipeline stage, one job at a time on each connection: POP, then
+        ACK ... FORWARD into the next stage's queue (one atomic hand-off, two
+        round trips) against POP, ACK, ENQUEUE (three), same client and
+        connections, alternating in rounds; each run works off a queue filled
+        with its jobs and must leave them all in the next stage's queue."""
+        n = int(max(2000, 20000 * self.scale))
+        for rnd in range(self.rounds):
+            for mode in turn(("two-step", "forward"), rnd):
+                self.flush()
+                self.fill("hq", n)
+                self.r.call("CONFIG", "RESETSTAT")
+                res = self.client("handoff", queue="hq", n=n, conns=CLIENT_CONNS, mode=mode, lease=LEASE_MS)
+                st = self.r.commandstats()
+                usec = sum(st.get(k, {}).get("usec", 0)
+                           for k in ("orca.pop", "orca.ack", "orca.enqueue")) / n
+                if self.r.call("ORCA.LEN", "hq") != 0 or self.r.call("ORCA.LEN", "hq:next") != n:
+                    raise RuntimeError(f"handoff {mode}: jobs not all handed on")
+                res["usec_per_job"] = usec
+                self.results.setdefault(("HANDOFF", mode), []).append(res)
+                log(f"  handoff {mode:8s} round {rnd + 1}: {res['rate']:>9.0f} jobs/s  server {usec:.2f} µs/job")
+        self.handoff_n = n
+        self.flush()
+
     # ---- issue 15: reservations mid-collation, memory after a drain
 
     def midlist(self):
@@ -808,6 +834,7 @@ class Bench:
         self.section("running cap: capped pops", self.capped_pop)
         self.section("ORCA.MPOP", self.mpop)
         self.section("worker cycle: ACK ... NEXT", self.worker_cycle)
+        self.section("hand-off: ACK ... FORWARD", self.handoff)
         self.section("reservations mid-collation", self.midlist)
         self.section("memory after a drain", self.memory_drain)
         self.section("queue depth", self.depth)
@@ -1097,6 +1124,16 @@ def write_report(b, outdir, total_wall, commit):
         ">= 1x (proposed)", f"{w_ratio:.2f}x", w_ratio >= 1,
         "rounds: " + ", ".join(f"{x:.2f}" for x in w_rounds)
         + f"; server µs per job {w_us['next']:.2f} / {w_us['ack']:.2f}"))
+
+    ha, hf = res[("HANDOFF", "two-step")], res[("HANDOFF", "forward")]
+    h_rounds = [f["rate"] / a["rate"] for f, a in zip(hf, ha)]
+    h_ratio = med(h_rounds)
+    h_us = {m: med([x["usec_per_job"] for x in res[("HANDOFF", m)]]) for m in ("two-step", "forward")}
+    targets.append((
+        f"pipeline stage `POP`, `ACK ... FORWARD` / `POP`, `ACK`, `ENQUEUE` (jobs/s, same {CLIENT_CONNS} conns)",
+        ">= 1x (proposed)", f"{h_ratio:.2f}x", h_ratio >= 1,
+        "rounds: " + ", ".join(f"{x:.2f}" for x in h_rounds)
+        + f"; server µs per job {h_us['forward']:.2f} / {h_us['two-step']:.2f}"))
 
     svg_name = "bench-depth.svg"
     svg_depth(b, os.path.join(outdir, svg_name))
@@ -1389,6 +1426,21 @@ def write_report(b, outdir, total_wall, commit):
         w(f"| {label} | {fmt_rate(med([x['rate'] for x in rr]))} | "
           f"{med([float(x['round_trips_per_job']) for x in rr]):.2f} | {w_us[m]:.2f} | "
           f"{'1.00x' if m == 'ack' else f'{w_ratio:.2f}x (median of the rounds)'} |")
+    w("")
+    w("### A pipeline stage's hand-off\n")
+    w(f"The bench client's stage loop on {b.handoff_n:,} queued jobs, {CLIENT_CONNS} connections each "
+      "taking one job at a time: *two steps* pops, acks, then enqueues the job's config into the next "
+      "stage's queue (three round trips; a crash between the ACK and the ENQUEUE loses the job); "
+      "*FORWARD* pops, then `ORCA.ACK q <key> <lease> FORWARD q:next <config>` (two round trips, one "
+      "atomic step). *server µs per job* is the `usec` of ORCA.POP, ORCA.ACK and ORCA.ENQUEUE over the "
+      f"jobs. Median of {b.rounds} rounds, the order turning each round; each run must leave every job in "
+      "the next stage's queue.\n")
+    w("| stage loop | jobs/s (median) | server µs per job | vs two steps |")
+    w("|---|---|---|---|")
+    for label, m in (("`POP`, `ACK`, `ENQUEUE`", "two-step"), ("`POP`, `ACK ... FORWARD`", "forward")):
+        rr = res[("HANDOFF", m)]
+        w(f"| {label} | {fmt_rate(med([x['rate'] for x in rr]))} | {h_us[m]:.2f} | "
+          f"{'1.00x' if m == 'two-step' else f'{h_ratio:.2f}x (median of the rounds)'} |")
     w("")
     w("## The Workers against their peers (`make bench-workers`)\n")
     w(workers_summary())

@@ -20,19 +20,20 @@
 
 use std::collections::BTreeSet;
 
-use super::idmap::IdMap;
+use super::containers::idmap::IdMap;
+use super::ids::{CollId, NodeId};
 
 use super::reservation::ResKey;
 
 /// Candidate reservations of the eligibility index: (key, node).
-pub(crate) type Eligible = BTreeSet<(ResKey, u32)>;
+pub(crate) type Eligible = BTreeSet<(ResKey, NodeId)>;
 /// The entry each collation has in the index.
-pub(crate) type Heads = IdMap<u32, (ResKey, u32)>;
+pub(crate) type Heads = IdMap<CollId, (ResKey, NodeId)>;
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Caps {
     /// Leased jobs naming each collation.
-    running: IdMap<u32, u32>,
+    running: IdMap<CollId, u32>,
     /// The cap (0: none, and no index).
     max: u32,
     /// Candidate reservations.
@@ -52,24 +53,24 @@ impl Caps {
         self.max > 0
     }
 
-    pub fn running(&self, c: u32) -> u32 {
+    pub fn running(&self, c: CollId) -> u32 {
         self.running.get(&c).copied().unwrap_or(0)
     }
 
     /// Is collation `c` at its cap?
-    pub fn capped(&self, c: u32) -> bool {
+    pub fn capped(&self, c: CollId) -> bool {
         self.on() && self.running(c) >= self.max
     }
 
     /// Collations with leased jobs, most running first (then by id), from
     /// the counts kept while a cap is set.
-    pub fn busiest(&self, limit: usize) -> Vec<(u32, u32)> {
+    pub fn busiest(&self, limit: usize) -> Vec<(CollId, u32)> {
         busiest_of(self.running.iter().map(|(c, n)| (*c, *n)), limit)
     }
 
     /// A lease of a job naming `c` started (+1) or ended (-1); counted only
     /// while a cap is set.
-    pub fn add_running(&mut self, c: u32, delta: i32) {
+    pub fn add_running(&mut self, c: CollId, delta: i32) {
         if !self.on() {
             return;
         }
@@ -81,12 +82,12 @@ impl Caps {
     }
 
     /// The lowest eligible reservation's node.
-    pub fn first(&self) -> Option<u32> {
+    pub fn first(&self) -> Option<NodeId> {
         self.eligible.first().map(|(_, n)| *n)
     }
 
     /// A single reservation came (`true`) or went.
-    pub fn single(&mut self, rk: ResKey, n: u32, added: bool) {
+    pub fn single(&mut self, rk: ResKey, n: NodeId, added: bool) {
         if !self.on() {
             return;
         }
@@ -99,7 +100,7 @@ impl Caps {
 
     /// Collation `c`'s earliest reservation is now `first` (or it has
     /// none): keep its entry right, given its running count.
-    pub fn sync(&mut self, c: u32, first: Option<(ResKey, u32)>) {
+    pub fn sync(&mut self, c: CollId, first: Option<(ResKey, NodeId)>) {
         if !self.on() {
             return;
         }
@@ -138,9 +139,9 @@ impl Caps {
     pub fn set_max(
         &mut self,
         max: u32,
-        singles: impl Iterator<Item = (ResKey, u32)>,
-        heads: impl Iterator<Item = (u32, (ResKey, u32))>,
-        leased: impl Iterator<Item = u32>,
+        singles: impl Iterator<Item = (ResKey, NodeId)>,
+        heads: impl Iterator<Item = (CollId, (ResKey, NodeId))>,
+        leased: impl Iterator<Item = CollId>,
     ) {
         self.max = max;
         self.eligible.clear();
@@ -163,8 +164,7 @@ impl Caps {
     }
 
     /// Reservation node `from` is now `to` (compaction).
-    #[allow(dead_code)] // until the compaction lands
-    pub fn relocate_node(&mut self, rk: ResKey, from: u32, to: u32, owner: Option<u32>) {
+    pub fn relocate_node(&mut self, rk: ResKey, from: NodeId, to: NodeId, owner: Option<CollId>) {
         if self.eligible.remove(&(rk, from)) {
             self.eligible.insert((rk, to));
             if let Some(c) = owner {
@@ -174,18 +174,15 @@ impl Caps {
     }
 
     /// Collation `from` is now `to` (compaction).
-    #[allow(dead_code)] // until the compaction lands
-    pub fn relocate_collation(&mut self, from: u32, to: u32) {
-        if let Some(n) = self.running.remove(&from) {
-            self.running.insert(to, n);
-        }
+    /// (A collation that moves has no leased job, so no running count.)
+    pub fn relocate_collation(&mut self, from: CollId, to: CollId) {
         if let Some(h) = self.heads.remove(&from) {
             self.heads.insert(to, h);
         }
     }
 
     /// Running counts as a map (for the check; empty without a cap).
-    pub fn running_counts(&self) -> &IdMap<u32, u32> {
+    pub fn running_counts(&self) -> &IdMap<CollId, u32> {
         &self.running
     }
 
@@ -202,10 +199,10 @@ impl Caps {
 /// The `limit` collations with the most running jobs, most first (then by
 /// id), from (collation, count) pairs.
 pub(crate) fn busiest_of(
-    counts: impl Iterator<Item = (u32, u32)>,
+    counts: impl Iterator<Item = (CollId, u32)>,
     limit: usize,
-) -> Vec<(u32, u32)> {
-    let mut v: Vec<(u32, u32)> = counts.collect();
+) -> Vec<(CollId, u32)> {
+    let mut v: Vec<(CollId, u32)> = counts.collect();
     v.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     v.truncate(limit);
     v
@@ -214,6 +211,15 @@ pub(crate) fn busiest_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::containers::slab::SlabId;
+
+    fn n(x: u32) -> NodeId {
+        NodeId::from_raw(x)
+    }
+
+    fn c(x: u32) -> CollId {
+        CollId::from_raw(x)
+    }
 
     fn rk(score: i64, tie: i64) -> ResKey {
         ResKey { score, tie }
@@ -224,32 +230,32 @@ mod tests {
         let mut caps = Caps::default();
         caps.set_max(
             2,
-            [(rk(50, 9), 900)].into_iter(),
+            [(rk(50, 9), n(900))].into_iter(),
             std::iter::empty(),
             std::iter::empty(),
         );
         assert!(caps.take_woken());
-        caps.sync(1, Some((rk(10, 1), 100)));
-        caps.sync(2, Some((rk(20, 2), 200)));
-        assert_eq!(caps.first(), Some(100));
+        caps.sync(c(1), Some((rk(10, 1), n(100))));
+        caps.sync(c(2), Some((rk(20, 2), n(200))));
+        assert_eq!(caps.first(), Some(n(100)));
         // Collation 1 reaches its cap: its reservations wait.
-        caps.add_running(1, 1);
-        caps.add_running(1, 1);
-        caps.sync(1, Some((rk(10, 1), 100)));
-        assert!(caps.capped(1));
-        assert_eq!(caps.first(), Some(200));
+        caps.add_running(c(1), 1);
+        caps.add_running(c(1), 1);
+        caps.sync(c(1), Some((rk(10, 1), n(100))));
+        assert!(caps.capped(c(1)));
+        assert_eq!(caps.first(), Some(n(200)));
         caps.take_woken();
-        caps.sync(2, Some((rk(20, 2), 200)));
+        caps.sync(c(2), Some((rk(20, 2), n(200))));
         assert!(!caps.take_woken(), "no change, no wake");
         // A lease ends: eligible again, and blocked pops are woken.
-        caps.add_running(1, -1);
-        caps.sync(1, Some((rk(10, 1), 100)));
-        assert_eq!(caps.first(), Some(100));
+        caps.add_running(c(1), -1);
+        caps.sync(c(1), Some((rk(10, 1), n(100))));
+        assert_eq!(caps.first(), Some(n(100)));
         assert!(caps.take_woken());
         // Singles are never capped.
-        caps.single(rk(1, 3), 300, true);
-        assert_eq!(caps.first(), Some(300));
-        caps.single(rk(1, 3), 300, false);
+        caps.single(rk(1, 3), n(300), true);
+        assert_eq!(caps.first(), Some(n(300)));
+        caps.single(rk(1, 3), n(300), false);
         // No cap: no index.
         caps.set_max(
             0,
@@ -258,23 +264,23 @@ mod tests {
             std::iter::empty(),
         );
         assert_eq!(caps.first(), None);
-        caps.sync(1, Some((rk(10, 1), 100)));
+        caps.sync(c(1), Some((rk(10, 1), n(100))));
         assert_eq!(caps.first(), None);
         // No cap: no counts either; setting one counts the leases given.
         assert_eq!(caps.busiest(5), vec![]);
-        caps.add_running(1, 1);
-        assert_eq!(caps.running(1), 0);
+        caps.add_running(c(1), 1);
+        assert_eq!(caps.running(c(1)), 0);
         caps.set_max(
             1,
             std::iter::empty(),
             std::iter::empty(),
-            [1, 1, 2].into_iter(),
+            [c(1), c(1), c(2)].into_iter(),
         );
         assert_eq!(
-            (caps.running(1), caps.running(2), caps.running(3)),
+            (caps.running(c(1)), caps.running(c(2)), caps.running(c(3))),
             (2, 1, 0)
         );
-        assert!(caps.capped(1) && caps.capped(2));
-        assert_eq!(caps.busiest(1), vec![(1, 2)]);
+        assert!(caps.capped(c(1)) && caps.capped(c(2)));
+        assert_eq!(caps.busiest(1), vec![(c(1), 2)]);
     }
 }

@@ -8,15 +8,16 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::config::valid_collation_name;
-use super::idmap::IdMap;
+use super::containers::idmap::IdMap;
+use super::ids::CollId;
+use super::job::JobLink;
 use super::limits::valid_time;
-use super::queue::{Queue, IMMEDIATE, OWNED_BY_COLLATION};
+use super::queue::{OwnerRef, Queue};
 
 /// What the walk over the global order counted, for the later checks.
 struct Reservations {
     /// Reservations owned by each collation.
-    per_collation: HashMap<u32, usize>,
+    per_collation: HashMap<CollId, usize>,
     /// Reservations owned by single jobs.
     singles: usize,
     /// Every nonce in use.
@@ -27,7 +28,7 @@ struct Reservations {
 struct Jobs {
     /// References to each collation: jobs naming it (stacked, single,
     /// held), parked jobs naming it, its submission window.
-    refs: HashMap<u32, u32>,
+    refs: HashMap<CollId, u32>,
     /// Jobs in a collation stack.
     collated: usize,
     /// Jobs held behind gates.
@@ -52,7 +53,7 @@ impl Queue {
     /// live collation); nonces are unique; scores, ties and nonces are in
     /// their ranges.
     fn check_reservation_owners(&self) -> Result<Reservations, String> {
-        let mut per_collation: HashMap<u32, usize> = HashMap::new();
+        let mut per_collation: HashMap<CollId, usize> = HashMap::new();
         let mut all_nonces: HashSet<u64> = HashSet::with_capacity(self.index.len());
         let mut singles = 0usize;
         for n in self.index.iter() {
@@ -70,29 +71,30 @@ impl Queue {
             if nonce == 0 || nonce >= self.next_seq as u64 {
                 return Err("nonce outside the allocated range".into());
             }
-            let owner = self.index.val(n);
-            if owner & OWNED_BY_COLLATION == 0 {
-                let job = self
-                    .jobs
-                    .get(owner)
-                    .ok_or("a reservation belongs to no job (invariant 3)")?;
-                if job.collated() || job.link != n {
-                    return Err("a job does not hold its own reservation".into());
+            match self.index.val(n).get() {
+                OwnerRef::Job(j) => {
+                    let job = self
+                        .jobs
+                        .get(j)
+                        .ok_or("a reservation belongs to no job (invariant 3)")?;
+                    if job.collated() || job.link != JobLink::reservation(n) {
+                        return Err("a job does not hold its own reservation".into());
+                    }
+                    let aux = self.index.aux(n);
+                    if !aux.is_single_word() || (rk.tie < 0 && !aux.immediate()) {
+                        return Err("a single reservation has bad flags".into());
+                    }
+                    singles += 1;
                 }
-                let aux = self.index.aux(n);
-                if aux & !IMMEDIATE != 0 || (rk.tie < 0 && aux & IMMEDIATE == 0) {
-                    return Err("a single reservation has bad flags".into());
+                OwnerRef::Collation(c) => {
+                    if self.colls.get(c).is_none_or(|c| c.len() == 0) {
+                        return Err("a reservation belongs to an unknown collation".into());
+                    }
+                    if rk.tie < 0 {
+                        return Err("a collation holds a front reservation".into());
+                    }
+                    *per_collation.entry(c).or_insert(0) += 1;
                 }
-                singles += 1;
-            } else {
-                let c = owner & !OWNED_BY_COLLATION;
-                if self.colls.get(c).is_none_or(|c| c.len == 0) {
-                    return Err("a reservation belongs to an unknown collation".into());
-                }
-                if rk.tie < 0 {
-                    return Err("a collation holds a front reservation".into());
-                }
-                *per_collation.entry(c).or_insert(0) += 1;
             }
         }
         Ok(Reservations {
@@ -119,7 +121,7 @@ impl Queue {
     /// arrival sequence number no reservation uses); attempts are kept only
     /// for live jobs. Also counts the references to each collation.
     fn check_jobs(&self, res: &Reservations) -> Result<Jobs, String> {
-        let mut refs: HashMap<u32, u32> = HashMap::new();
+        let mut refs: HashMap<CollId, u32> = HashMap::new();
         let mut collated = 0usize;
         let mut held = 0usize;
         let mut held_seqs: HashSet<u64> = HashSet::new();
@@ -137,7 +139,7 @@ impl Queue {
                 let seq = job.skey.unsigned_abs();
                 let h = self.gates.get(j).ok_or("a held job is behind no gate")?;
                 if job.collated()
-                    || job.link != super::slab::NIL
+                    || job.link != JobLink::NONE
                     || seq == 0
                     || seq >= self.next_seq as u64
                     || (job.skey < 0 && (job.coll_id().is_none() || h.immediate))
@@ -157,7 +159,9 @@ impl Queue {
                 held += 1;
             } else if job.collated() {
                 collated += 1;
-            } else if !self.index.is_live(job.link) || self.index.val(job.link) != j {
+            } else if !self.index.is_live(job.link.as_reservation())
+                || self.index.val(job.link.as_reservation()).as_job() != Some(j)
+            {
                 return Err("a job's reservation is not in the order".into());
             }
         }
@@ -171,14 +175,7 @@ impl Queue {
         {
             return Err("attempts kept for a missing job".into());
         }
-        let w = &self.work;
-        let parked = w
-            .leases
-            .values()
-            .map(|l| &l.job)
-            .chain(w.delayed.values().map(|d| &d.job))
-            .chain(w.dead.values().map(|d| &d.job));
-        for p in parked {
+        for p in self.work.parked() {
             if let Some(c) = p.coll_id() {
                 if self.colls.get(c).is_none() {
                     return Err("a parked job names a missing collation".into());
@@ -205,28 +202,14 @@ impl Queue {
     /// reservations in strictly increasing key order). Returns the number of
     /// stacked jobs.
     fn check_collations(&self, res: &Reservations, jobs: &Jobs) -> Result<usize, String> {
+        self.colls.check()?;
         let mut stacked = 0usize;
-        let mut active = 0usize;
-        for (c, coll) in self.colls.recs.iter() {
+        for (c, coll) in self.colls.iter() {
             let name = &*self.name_of(c);
-            if coll.name.is_long() != self.colls.long_names.contains_key(&c)
-                || super::names::PackedName::pack(name).is_some_and(|p| p != coll.name)
-            {
-                return Err(format!("collation {name:?} is stored in the wrong form"));
-            }
-            if !valid_collation_name(name) {
-                return Err(format!("invalid collation name {name:?}"));
-            }
-            if self.coll_id(name) != Some(c) {
-                return Err(format!("collation {name} cannot be found by its name"));
-            }
-            if jobs.refs.get(&c).copied().unwrap_or(0) != coll.refs.get() {
+            if jobs.refs.get(&c).copied().unwrap_or(0) != coll.refs() {
                 return Err(format!("collation {name} counts its jobs wrong"));
             }
-            let len = coll.len as usize;
-            if len > 0 {
-                active += 1;
-            }
+            let len = coll.len();
             if res.per_collation.get(&c).copied().unwrap_or(0) != len {
                 return Err(format!(
                     "collation {name} has {len} jobs but other reservations (invariant 5)"
@@ -234,17 +217,6 @@ impl Queue {
             }
             self.colls.check_members(c, name, &self.jobs, &self.index)?;
             stacked += len;
-        }
-        if self.colls.by_name.len() != self.colls.records()
-            || active != self.colls.active
-            || self
-                .colls
-                .long_names
-                .keys()
-                .any(|c| self.colls.get(*c).is_none())
-            || self.colls.large.keys().any(|c| !self.colls.is_large(*c))
-        {
-            return Err("the collation table and the collations disagree".into());
         }
         Ok(stacked)
     }
@@ -297,14 +269,15 @@ impl Queue {
             return Err("the running cap disagrees with the settings".into());
         }
         let (eligible, heads) = self.caps.index();
-        let mut want: HashSet<(super::reservation::ResKey, u32)> = HashSet::new();
-        let mut want_heads: IdMap<u32, (super::reservation::ResKey, u32)> = IdMap::default();
+        let mut want: HashSet<(super::reservation::ResKey, super::ids::NodeId)> = HashSet::new();
+        let mut want_heads: IdMap<CollId, (super::reservation::ResKey, super::ids::NodeId)> =
+            IdMap::default();
         if self.caps.on() {
             for (_, n) in self.singles() {
                 want.insert((self.rk(n), n));
             }
-            for (c, rec) in self.colls.recs.iter() {
-                if rec.len > 0 && self.caps.running(c) < self.caps.max() {
+            for c in self.colls.with_stack() {
+                if self.caps.running(c) < self.caps.max() {
                     if let Some(n) = self.colls.first_res(c) {
                         want.insert((self.rk(n), n));
                         want_heads.insert(c, (self.rk(n), n));
@@ -321,125 +294,43 @@ impl Queue {
         Ok(())
     }
 
-    /// Leases, retries, dead letters, results and cancellations: each map
-    /// agrees with its deadline order, counters are in range, bytes add up.
+    /// Leases, retries, dead letters, results and cancellations: each part
+    /// agrees with its time order and byte count (`Work::check`); here,
+    /// what needs the queue: tokens and sequence numbers were handed out by
+    /// it, times are in range.
     fn check_work(&self) -> Result<(), String> {
-        let bytes = self.check_leases()?
-            + self.check_delayed()?
-            + self.check_dead()?
-            + self.check_results()?;
-        self.check_cancelled()?;
-        if bytes != self.work.bytes {
-            return Err("parked payload accounting is off".into());
-        }
-        Ok(())
-    }
-
-    /// Every lease is in the lease order and the per-key index, with a token
-    /// in range; returns the bytes the leases hold.
-    fn check_leases(&self) -> Result<usize, String> {
         let w = &self.work;
-        let mut bytes = 0usize;
-        if w.leases.len() != w.lease_order.len() {
-            return Err("lease order and leases disagree".into());
-        }
-        for (token, l) in w.leases.iter() {
-            if token == 0
-                || token >= self.next_seq as u64
-                || !w.lease_order.contains(&(l.deadline, token))
-            {
-                return Err("a lease is out of range or missing from the lease order".into());
+        w.check()?;
+        let next = self.next_seq;
+        let issued = |t: u64| t != 0 && t < next as u64;
+        for (token, l) in w.leases() {
+            if !issued(token) {
+                return Err("a lease token is out of range".into());
             }
             if !valid_time(l.deadline) || !valid_time(l.job.created_at) {
                 return Err("a lease holds an invalid job".into());
             }
-            if w.cancelled.contains_key(&token) {
-                return Err("a lease is both held and cancelled".into());
-            }
-            bytes += l.job.payload.len();
         }
-        if !w.leases.indexes_agree() {
-            return Err("lease index by key disagrees with the leases".into());
-        }
-        Ok(bytes)
-    }
-
-    /// Every delayed job is in the retry order; returns their bytes.
-    fn check_delayed(&self) -> Result<usize, String> {
-        let w = &self.work;
-        let mut bytes = 0usize;
-        if w.delayed.len() != w.delayed_order.len() || w.delayed.len() != w.delayed_by_arrival.len()
-        {
-            return Err("retry order and delayed jobs disagree".into());
-        }
-        for (key, d) in &w.delayed {
-            if !w.delayed_order.contains(&(d.retry_at, *key)) {
-                return Err("a delayed job is missing from the retry order".into());
-            }
-            if !valid_time(d.retry_at)
-                || !valid_time(d.job.created_at)
-                || !w.delayed_by_arrival.contains(&(d.job.created_at, *key))
-            {
+        for (_, d) in w.delayed_page(0, usize::MAX) {
+            if !valid_time(d.retry_at) || !valid_time(d.job.created_at) {
                 return Err("a delayed job is invalid".into());
             }
-            bytes += d.job.payload.len();
         }
-        Ok(bytes)
-    }
-
-    /// Every dead job is in the dead order with a sequence in range;
-    /// returns their bytes.
-    fn check_dead(&self) -> Result<usize, String> {
-        let w = &self.work;
-        let mut bytes = 0usize;
-        if w.dead.len() != w.dead_order.len() {
-            return Err("dead order and dead jobs disagree".into());
-        }
-        for (key, d) in &w.dead {
-            if !w.dead_order.contains(&(d.died_at, d.seq, *key))
-                || d.seq <= 0
-                || d.seq >= self.next_seq
-            {
-                return Err("a dead job is missing from the dead order or out of range".into());
+        for (_, d) in w.dead_page(0, usize::MAX) {
+            if d.seq <= 0 || d.seq >= next {
+                return Err("a dead job's sequence is out of range".into());
             }
             if !valid_time(d.died_at) || !valid_time(d.job.created_at) {
                 return Err("a dead job is invalid".into());
             }
-            bytes += d.job.payload.len();
         }
-        Ok(bytes)
-    }
-
-    /// Every kept result is in the result order; returns their bytes.
-    fn check_results(&self) -> Result<usize, String> {
-        let w = &self.work;
-        let mut bytes = 0usize;
-        if w.results.len() != w.result_order.len() {
-            return Err("result order and results disagree".into());
+        if w.results().any(|(_, r)| !valid_time(r.expires_at)) {
+            return Err("a result's expiry is out of range".into());
         }
-        for (key, r) in &w.results {
-            if !w.result_order.contains(&(r.expires_at, *key)) || !valid_time(r.expires_at) {
-                return Err("a result is missing from the result order".into());
-            }
-            bytes += r.payload.len();
-        }
-        Ok(bytes)
-    }
-
-    /// Every cancellation record is in its order, with a token in range.
-    fn check_cancelled(&self) -> Result<(), String> {
-        let w = &self.work;
-        if w.cancelled.len() != w.cancelled_order.len() {
-            return Err("cancellation order and cancellations disagree".into());
-        }
-        for (token, until) in &w.cancelled {
-            if *token == 0
-                || *token >= self.next_seq as u64
-                || !w.cancelled_order.contains(&(*until, *token))
-                || !valid_time(*until)
-            {
-                return Err("a cancellation is out of range or missing from its order".into());
-            }
+        if w.cancelled()
+            .any(|(t, until)| !issued(t) || !valid_time(until))
+        {
+            return Err("a cancellation is out of range".into());
         }
         Ok(())
     }

@@ -24,10 +24,9 @@ use std::collections::{HashSet, VecDeque};
 use super::config::{valid_collation_name, JobKey};
 use super::error::QueueError;
 use super::limits::{valid_time, MAX_TIME, SEQ_LOAD_LIMIT};
-use super::queue::{LoadedJob, Order, Queue, ResKey, Settings, IMMEDIATE};
+use super::queue::{LoadedJob, Order, Queue, ResKey, Settings};
 use super::settings::{AutoDelay, MAX_COUNT_SETTING};
-use super::slab::NIL;
-use super::work::{Dead, DeathCause, Lease, Parked, StoredResult};
+use super::work::{Dead, DeathCause, Delayed, Lease, Parked, StoredResult};
 
 /// Encoding versions. A loader reads every version up to `ENCODING_CURRENT`
 /// and refuses newer ones.
@@ -279,23 +278,23 @@ impl Queue {
 
     /// Number of units `for_each_unit` produces.
     pub fn unit_count(&self) -> usize {
-        let gates = self.gates.gates().filter(|g| g.members.is_empty()).count();
+        let gates = self.gates.gates().filter(|g| g.is_empty()).count();
         (self.len() - self.stacked_jobs())
-            + self.colls.active
+            + self.colls.active()
             + self.gates.held_count()
             + gates
             + self.window.len()
-            + self.work.leases.len()
-            + self.work.delayed.len()
-            + self.work.dead.len()
-            + self.work.results.len()
-            + self.work.cancelled.len()
+            + self.work.lease_count()
+            + self.work.delayed_count()
+            + self.work.dead_count()
+            + self.work.result_count()
+            + self.work.cancelled_count()
     }
 
     /// Call `f` with each encoded unit, in canonical order.
     pub fn for_each_unit(&self, mut f: impl FnMut(&[u8])) {
         let mut w = Writer(Vec::new());
-        let name = |c: u32| (c != NIL).then(|| self.name_of(c));
+        let name = |c: Option<super::ids::CollId>| c.map(|c| self.name_of(c));
         for (j, n) in self.singles() {
             let job = &self.jobs[j];
             let rk = self.rk(n);
@@ -306,7 +305,7 @@ impl Queue {
             w.i64(rk.score);
             w.i64(rk.tie);
             w.u64(self.nonce_of(n));
-            w.u8((self.index.aux(n) & IMMEDIATE != 0) as u8);
+            w.u8(self.index.aux(n).immediate() as u8);
             f(&w.0);
         }
         for c in self.collations_by_name() {
@@ -328,31 +327,26 @@ impl Queue {
             f(&w.0);
         }
         let mut gates: Vec<&super::gates::Gate> = self.gates.gates().collect();
-        gates.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        gates.sort_unstable_by(|a, b| a.name().cmp(b.name()));
         for g in &gates {
-            for (_, j) in &g.members {
-                let (Some(job), Some(h)) = (self.jobs.get(*j), self.gates.get(*j)) else {
+            for j in g.members() {
+                let (Some(job), Some(h)) = (self.jobs.get(j), self.gates.get(j)) else {
                     continue;
                 };
                 w.0.clear();
                 w.u8(UNIT_HELD);
-                w.job(
-                    &job.key,
-                    job.created_at,
-                    self.job_attempts(*j),
-                    &job.payload,
-                );
+                w.job(&job.key, job.created_at, self.job_attempts(j), &job.payload);
                 w.optional_name(self.coll_name(job).as_deref());
-                w.bytes(&g.name);
+                w.bytes(g.name());
                 w.i64(job.skey);
                 w.i64(h.priority);
                 w.u8(h.immediate as u8);
                 f(&w.0);
             }
-            if g.members.is_empty() {
+            if g.is_empty() {
                 w.0.clear();
                 w.u8(UNIT_GATE);
-                w.bytes(&g.name);
+                w.bytes(g.name());
                 f(&w.0);
             }
         }
@@ -373,7 +367,7 @@ impl Queue {
             f(&w.0);
         }
         let work = &self.work;
-        let mut leases: Vec<(u64, &super::work::Lease)> = work.leases.iter().collect();
+        let mut leases: Vec<(u64, &super::work::Lease)> = work.leases().collect();
         leases.sort_unstable_by_key(|(t, _)| *t);
         for (token, l) in leases {
             w.0.clear();
@@ -385,46 +379,37 @@ impl Queue {
             w.parked(&l.job, name(l.job.coll).as_deref());
             f(&w.0);
         }
-        for (_, key) in &work.delayed_order {
-            let Some(d) = work.delayed.get(key) else {
-                continue;
-            };
+        for (key, d) in work.delayed_page(0, usize::MAX) {
             w.0.clear();
             w.u8(UNIT_DELAYED);
-            w.0.extend_from_slice(key);
+            w.0.extend_from_slice(&key);
             w.i64(d.retry_at);
             w.parked(&d.job, name(d.job.coll).as_deref());
             f(&w.0);
         }
-        for (_, _, key) in &work.dead_order {
-            let Some(d) = work.dead.get(key) else {
-                continue;
-            };
+        for (key, d) in work.dead_page(0, usize::MAX) {
             w.0.clear();
             w.u8(UNIT_DEAD);
-            w.0.extend_from_slice(key);
+            w.0.extend_from_slice(&key);
             w.i64(d.died_at);
             w.i64(d.seq);
             w.u8(d.cause as u8);
             w.parked(&d.job, name(d.job.coll).as_deref());
             f(&w.0);
         }
-        for (_, key) in &work.result_order {
-            let Some(r) = work.results.get(key) else {
-                continue;
-            };
+        for (key, r) in work.results() {
             w.0.clear();
             w.u8(UNIT_RESULT);
-            w.0.extend_from_slice(key);
+            w.0.extend_from_slice(&key);
             w.i64(r.expires_at);
             w.bytes(&r.payload);
             f(&w.0);
         }
-        for (until, token) in &work.cancelled_order {
+        for (token, until) in work.cancelled() {
             w.0.clear();
             w.u8(UNIT_CANCELLED);
-            w.u64(*token);
-            w.i64(*until);
+            w.u64(token);
+            w.i64(until);
             f(&w.0);
         }
     }
@@ -545,24 +530,23 @@ impl Queue {
             return Err(corrupt("imported nonces collide with the queue's"));
         }
         let (mine, theirs) = (&self.work, &other.work);
-        if theirs
-            .leases
-            .iter()
-            .any(|(t, _)| mine.leases.contains(t) || mine.cancelled.contains_key(&t))
+        let token_taken = |t: u64| mine.lease(t).is_some() || mine.is_cancelled(t);
+        if theirs.leases().any(|(t, _)| token_taken(t))
+            || theirs.cancelled().any(|(t, _)| token_taken(t))
             || theirs
-                .cancelled
-                .keys()
-                .any(|t| mine.leases.contains(*t) || mine.cancelled.contains_key(t))
-            || theirs.delayed.keys().any(|k| mine.delayed.contains_key(k))
-            || theirs.dead.keys().any(|k| mine.dead.contains_key(k))
-            || theirs.results.keys().any(|k| mine.results.contains_key(k))
+                .delayed_page(0, usize::MAX)
+                .any(|(k, _)| mine.is_delayed(&k))
+            || theirs
+                .dead_page(0, usize::MAX)
+                .any(|(k, _)| mine.is_dead(&k))
+            || theirs.results().any(|(k, _)| mine.result(&k).is_some())
         {
             return Err(corrupt(
                 "imported leases, retries, dead jobs or results collide with the queue's",
             ));
         }
         // Room for every record (checked now: nothing may change on refusal).
-        let max = super::slab::MAX_ID as usize;
+        let max = super::containers::slab::MAX_ID as usize;
         if self.jobs.len() + other.jobs.len() >= max
             || self.index.len() + other.index.len() + other.gates.held_count() >= max
             || self.colls.records() + other.colls.records() >= max
@@ -676,8 +660,8 @@ impl QueueBuilder {
     fn parked(&mut self, raw: RawParked<'_>) -> Result<Parked, QueueError> {
         let (created_at, attempts, immediate, collation, payload) = raw;
         let coll = match collation {
-            Some(name) => self.q.colls.acquire(name)?,
-            None => NIL,
+            Some(name) => Some(self.q.colls.acquire(name)?),
+            None => None,
         };
         Ok(Parked {
             payload: payload.into(),
@@ -900,7 +884,7 @@ impl QueueBuilder {
         let raw = r.parked()?;
         r.done()?;
         let w = &self.q.work;
-        if w.leases.contains(token) || w.cancelled.contains_key(&token) {
+        if w.lease(token).is_some() || w.is_cancelled(token) {
             return Err(corrupt("duplicate lease token"));
         }
         let job = self.parked(raw)?;
@@ -924,11 +908,11 @@ impl QueueBuilder {
         let retry_at = r.time()?;
         let raw = r.parked()?;
         r.done()?;
-        if self.q.work.delayed.contains_key(&key) {
+        if self.q.work.is_delayed(&key) {
             return Err(corrupt("duplicate delayed job"));
         }
         let job = self.parked(raw)?;
-        self.q.park_delayed(key, job, retry_at);
+        self.q.work.park(key, Delayed { retry_at, job });
         Ok(())
     }
 
@@ -944,23 +928,18 @@ impl QueueBuilder {
             DeathCause::from_u8(r.u8()?).ok_or_else(|| corrupt("unknown cause of death"))?;
         let raw = r.parked()?;
         r.done()?;
-        if self.q.work.dead.contains_key(&key) {
+        if self.q.work.is_dead(&key) {
             return Err(corrupt("duplicate dead job"));
         }
         let job = self.parked(raw)?;
         self.max_seq = self.max_seq.max(seq);
-        let w = &mut self.q.work;
-        w.bytes += job.payload.len();
-        w.dead_order.insert((died_at, seq, key));
-        w.dead.insert(
-            key,
-            Dead {
-                died_at,
-                seq,
-                cause,
-                job,
-            },
-        );
+        let dead = Dead {
+            died_at,
+            seq,
+            cause,
+            job,
+        };
+        self.q.work.bury(key, dead);
         Ok(())
     }
 
@@ -971,18 +950,14 @@ impl QueueBuilder {
         let payload = r.bytes()?;
         r.done()?;
         let w = &mut self.q.work;
-        if w.results.contains_key(&key) {
+        if w.result(&key).is_some() {
             return Err(corrupt("duplicate result"));
         }
-        w.bytes += payload.len();
-        w.result_order.insert((expires_at, key));
-        w.results.insert(
-            key,
-            StoredResult {
-                expires_at,
-                payload: payload.into(),
-            },
-        );
+        let kept = StoredResult {
+            expires_at,
+            payload: payload.into(),
+        };
+        w.keep_result(key, kept);
         Ok(())
     }
 
@@ -992,12 +967,11 @@ impl QueueBuilder {
         let until = r.time()?;
         r.done()?;
         let w = &mut self.q.work;
-        if w.cancelled.contains_key(&token) || w.leases.contains(token) {
+        if w.is_cancelled(token) || w.lease(token).is_some() {
             return Err(corrupt("duplicate cancelled lease"));
         }
         self.max_seq = self.max_seq.max(token as i64);
-        w.cancelled_order.insert((until, token));
-        w.cancelled.insert(token, until);
+        w.remember_cancelled(token, until);
         Ok(())
     }
 

@@ -27,15 +27,11 @@
 //! a quarter full before shrinking to half, so a queue oscillating around a
 //! size does not thrash.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash};
-
-use super::collation::{Collation, Collations, Large};
-use super::index::OrderIndex;
-use super::job::{Job, COLLATED};
+use super::containers::shrink_map;
+use super::ids::{CollId, JobId, NodeId};
+use super::job::JobLink;
 use super::queue::{key_hash, Queue};
-use super::reservation::{NodeKey, OWNED_BY_COLLATION};
-use super::slab::{Slab, NIL};
+use super::reservation::{Owner, OwnerRef};
 
 /// Record moves a write does after its own work (each O(log n), or O(64)
 /// in a small collation): a drain of n jobs needs fewer than n moves in
@@ -62,17 +58,18 @@ impl Queue {
             done += 1;
         }
         while done < budget {
-            let movable = |c: &Collation| !c.large() && c.refs.get() == c.len;
-            let Some((from, to)) = self.colls.recs.next_move_where(movable) else {
+            let Some((from, to)) = self.colls.next_move() else {
                 break;
             };
             done += self.relocate_collation(from, to);
         }
-        while done < budget && self.work.leases.move_one() {
+        while done < budget && self.work.move_one_lease() {
             done += 1;
         }
         if done < budget {
-            done += self.compact_large_trees();
+            done += self
+                .colls
+                .compact_large_trees(&mut self.jobs, &mut self.index);
         }
         if self.by_key.wants_shrink() {
             let jobs = &self.jobs;
@@ -86,7 +83,7 @@ impl Queue {
     }
 
     /// Job `from` moves to free slot `to`.
-    fn relocate_job(&mut self, from: u32, to: u32) {
+    fn relocate_job(&mut self, from: JobId, to: JobId) {
         let Some(job) = self.jobs.get(from) else {
             return;
         };
@@ -102,15 +99,15 @@ impl Queue {
             if let Some(c) = coll {
                 self.colls.relocate_stack_job(c, from, to, &mut self.jobs);
             }
-        } else if link != NIL {
-            self.index.set_val(link, to);
+        } else if link != JobLink::NONE {
+            self.index.set_val(link.as_reservation(), Owner::job(to));
         }
         let moved = self.jobs.move_record(from, to);
-        debug_assert!(moved, "job {from} not moved to free slot {to}");
+        debug_assert!(moved, "job {from:?} not moved to free slot {to:?}");
     }
 
     /// Reservation node `from` moves to free slot `to`.
-    fn relocate_node(&mut self, from: u32, to: u32) {
+    fn relocate_node(&mut self, from: NodeId, to: NodeId) {
         if !self.index.is_live(from) {
             return;
         }
@@ -119,15 +116,17 @@ impl Queue {
         let Some(n) = self.index.relocate(from, to) else {
             return;
         };
-        if owner & OWNED_BY_COLLATION != 0 {
-            let c = owner & !OWNED_BY_COLLATION;
-            self.colls.relocate_res(c, from, n, &mut self.index);
-            self.caps.relocate_node(rk, from, n, Some(c));
-        } else {
-            if let Some(job) = self.jobs.get_mut(owner) {
-                job.link = n;
+        match owner.get() {
+            OwnerRef::Collation(c) => {
+                self.colls.relocate_res(c, from, n, &mut self.index);
+                self.caps.relocate_node(rk, from, n, Some(c));
             }
-            self.caps.relocate_node(rk, from, n, None);
+            OwnerRef::Job(j) => {
+                if let Some(job) = self.jobs.get_mut(j) {
+                    job.link = JobLink::reservation(n);
+                }
+                self.caps.relocate_node(rk, from, n, None);
+            }
         }
         if let Some(nonce) = self.nonces.remove(&from) {
             self.nonces.insert(n, nonce);
@@ -136,174 +135,22 @@ impl Queue {
 
     /// Collation `from` (every reference a job of its stack) moves to free
     /// slot `to`; returns the work done (its jobs and reservations).
-    fn relocate_collation(&mut self, from: u32, to: u32) -> usize {
-        let stack: Vec<u32> = self.colls.stack(from, &self.jobs).collect();
-        let res: Vec<u32> = self.colls.reservations(from, &self.index).collect();
+    fn relocate_collation(&mut self, from: CollId, to: CollId) -> usize {
+        let stack: Vec<JobId> = self.colls.stack(from, &self.jobs).collect();
+        let res: Vec<NodeId> = self.colls.reservations(from, &self.index).collect();
         for &j in &stack {
-            self.jobs[j].coll = to | COLLATED;
+            let job = &mut self.jobs[j];
+            job.coll = job.coll.renamed(to);
         }
         for &n in &res {
-            self.index.set_val(n, to | OWNED_BY_COLLATION);
+            self.index.set_val(n, Owner::collation(to));
         }
         self.colls.relocate(from, to);
+        // Its entry in the cap's eligibility index follows it. Nothing
+        // else can name it: leases, retries, dead letters and submission
+        // windows each hold a reference, and a collation with any
+        // reference beyond its own stack's jobs never moves.
         self.caps.relocate_collation(from, to);
-        self.window.relocate(from, to);
         1 + stack.len() + res.len()
-    }
-
-    /// Rebuild the trees of large collations that fell under a quarter
-    /// full (flagged when jobs left them). Returns the work done.
-    fn compact_large_trees(&mut self) -> usize {
-        let mut done = 0;
-        while let Some(c) = self.colls.sparse.pop() {
-            let Some(large) = self.colls.large.get(&c) else {
-                continue;
-            };
-            if !large.wants_compaction() {
-                continue;
-            }
-            let stack: Vec<(i64, u32)> = large
-                .stack
-                .iter()
-                .map(|n| (*large.stack.key(n), large.stack.val(n)))
-                .collect();
-            let res: Vec<(NodeKey, u32)> = large
-                .res
-                .iter()
-                .map(|n| (*large.res.key(n), large.res.val(n)))
-                .collect();
-            let mut fresh = Large {
-                stack: OrderIndex::new(),
-                res: OrderIndex::new(),
-            };
-            for (skey, j) in stack {
-                if let Some(node) = fresh.stack.insert(skey, j, 0) {
-                    self.jobs[j].link = node;
-                }
-            }
-            for (key, n) in res {
-                if let Some(rn) = fresh.res.insert(key, n, 0) {
-                    self.index.set_aux(n, rn);
-                }
-            }
-            done += 1 + fresh.stack.len() + fresh.res.len();
-            self.colls.large.insert(c, Box::new(fresh));
-        }
-        done
-    }
-}
-
-impl Large {
-    /// Are the trees' slabs under a quarter full?
-    pub(crate) fn wants_compaction(&self) -> bool {
-        self.stack.wants_shrink() || self.res.wants_shrink()
-    }
-}
-
-impl Collations {
-    /// Job `from` of collation `c`'s stack now lives at `to` (its record is
-    /// still at `from`: the caller moves it after).
-    fn relocate_stack_job(&mut self, c: u32, from: u32, to: u32, jobs: &mut Slab<Job>) {
-        if self.is_large(c) {
-            if let (Some(large), Some(job)) = (self.large.get_mut(&c), jobs.get(from)) {
-                large.stack.set_val(job.link, to);
-            }
-            return;
-        }
-        let Some(rec) = self.recs.get_mut(c) else {
-            return;
-        };
-        if rec.tail == from {
-            rec.tail = to;
-        }
-        if rec.head == from {
-            rec.head = to;
-            return;
-        }
-        let mut p = rec.head;
-        while p != NIL {
-            let next = jobs[p].link;
-            if next == from {
-                jobs[p].link = to;
-                return;
-            }
-            p = next;
-        }
-    }
-
-    /// Reservation `from` of collation `c` is now node `to` (already moved
-    /// in the global order, its `aux` kept).
-    fn relocate_res(&mut self, c: u32, from: u32, to: u32, index: &mut OrderIndex<NodeKey>) {
-        if self.is_large(c) {
-            let rn = index.aux(to);
-            if let Some(large) = self.large.get_mut(&c) {
-                large.res.set_val(rn, to);
-            }
-            return;
-        }
-        let Some(rec) = self.recs.get_mut(c) else {
-            return;
-        };
-        if rec.rtail == from {
-            rec.rtail = to;
-        }
-        if rec.rhead == from {
-            rec.rhead = to;
-            return;
-        }
-        let mut p = rec.rhead;
-        while p != NIL {
-            let next = index.aux(p);
-            if next == from {
-                index.set_aux(p, to);
-                return;
-            }
-            p = next;
-        }
-    }
-
-    /// Collation record `from` moves to free slot `to` (its jobs and
-    /// reservations already name `to`).
-    fn relocate(&mut self, from: u32, to: u32) {
-        let h = self.stored_name_hash(from);
-        self.by_name.replace(h, from, to);
-        if let Some(name) = self.long_names.remove(&from) {
-            self.long_names.insert(to, name);
-        }
-        if let Some(large) = self.large.remove(&from) {
-            self.large.insert(to, large);
-        }
-        let moved = self.recs.move_record(from, to);
-        debug_assert!(moved, "collation {from} not moved to free slot {to}");
-    }
-
-    /// Shrink the name table and maps when sparse.
-    fn shrink_tables(&mut self) {
-        if self.by_name.wants_shrink() {
-            let mut table = std::mem::take(&mut self.by_name);
-            table.shrink(|id| self.stored_name_hash(id));
-            self.by_name = table;
-        }
-        shrink_map(&mut self.long_names);
-        shrink_map(&mut self.large);
-    }
-}
-
-impl super::work::Work {
-    /// Shrink the maps of parked jobs when sparse.
-    fn shrink_maps(&mut self) {
-        self.leases.shrink_indexes();
-        shrink_map(&mut self.delayed);
-        shrink_map(&mut self.dead);
-        shrink_map(&mut self.results);
-        shrink_map(&mut self.cancelled);
-    }
-}
-
-/// Shrink a hash map under a quarter full to about twice its entries.
-/// Maps of fewer than 64 slots are left alone.
-pub(crate) fn shrink_map<K: Eq + Hash, V, S: BuildHasher>(m: &mut HashMap<K, V, S>) {
-    if m.capacity() > 64 && m.len() * 4 < m.capacity() {
-        m.shrink_to(m.len() * 2);
     }
 }

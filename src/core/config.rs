@@ -9,8 +9,8 @@
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
+use super::containers::idmap::{fmix64, random_word};
 use super::error::QueueError;
-use super::idmap::{fmix64, random_word};
 use super::limits::MAX_TIME;
 use super::scan::{self, Id, Num};
 

@@ -12,7 +12,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::idmap::IdMap;
+use super::containers::idmap::IdMap;
+use super::ids::JobId;
 
 /// What a held job needs to be queued when its gate opens. Its arrival
 /// sequence number is in the job's stack key (`|skey|`).
@@ -30,9 +31,24 @@ pub(crate) struct Held {
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Gate {
-    pub name: Box<[u8]>,
+    name: Box<[u8]>,
     /// Held jobs in arrival order: (arrival sequence, job id).
-    pub members: BTreeSet<(i64, u32)>,
+    members: BTreeSet<(i64, JobId)>,
+}
+
+impl Gate {
+    pub fn name(&self) -> &[u8] {
+        &self.name
+    }
+
+    /// Its held jobs in arrival order.
+    pub fn members(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.members.iter().map(|&(_, j)| j)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -42,12 +58,12 @@ pub(crate) struct Gates {
     by_name: HashMap<Box<[u8]>, u32>,
     next_id: u32,
     /// Held jobs (job id -> what their release needs).
-    held: IdMap<u32, Held>,
+    held: IdMap<JobId, Held>,
     /// Held jobs by release time (arrival + priority), then arrival
     /// sequence, for lifetimes: jobs expiring at one time go in arrival
     /// order, never in record-id order (ids differ between a queue and its
     /// loaded copy on a replica).
-    by_release: BTreeSet<(i64, i64, u32)>,
+    by_release: BTreeSet<(i64, i64, JobId)>,
 }
 
 impl Gates {
@@ -82,7 +98,7 @@ impl Gates {
 
     /// Forget gate `name`: returns its held jobs in arrival order with what
     /// each held, which the caller releases or removes.
-    pub fn remove(&mut self, name: &[u8]) -> Option<Vec<(u32, Held)>> {
+    pub fn remove(&mut self, name: &[u8]) -> Option<Vec<(JobId, Held)>> {
         let id = self.by_name.remove(name)?;
         let gate = self.gates.remove(&id)?;
         let mut jobs = Vec::with_capacity(gate.members.len());
@@ -96,7 +112,7 @@ impl Gates {
     }
 
     /// Hold job `j` (arrival sequence `seq`) behind closed gate `held.gate`.
-    pub fn hold(&mut self, j: u32, seq: i64, held: Held) -> bool {
+    pub fn hold(&mut self, j: JobId, seq: i64, held: Held) -> bool {
         let Some(g) = self.gates.get_mut(&held.gate) else {
             return false;
         };
@@ -108,7 +124,7 @@ impl Gates {
 
     /// Take job `j` (arrival sequence `seq`) out of its gate (deleted, or
     /// released); what it held.
-    pub fn unhold(&mut self, j: u32, seq: i64) -> Option<Held> {
+    pub fn unhold(&mut self, j: JobId, seq: i64) -> Option<Held> {
         let h = self.held.remove(&j)?;
         if let Some(g) = self.gates.get_mut(&h.gate) {
             g.members.remove(&(seq, j));
@@ -117,7 +133,7 @@ impl Gates {
         Some(h)
     }
 
-    pub fn get(&self, j: u32) -> Option<&Held> {
+    pub fn get(&self, j: JobId) -> Option<&Held> {
         self.held.get(&j)
     }
 
@@ -146,7 +162,7 @@ impl Gates {
     }
 
     /// The held job released earliest: (release time, job id).
-    pub fn first_release(&self) -> Option<(i64, u32)> {
+    pub fn first_release(&self) -> Option<(i64, JobId)> {
         self.by_release.first().map(|&(release, _, j)| (release, j))
     }
 
@@ -156,7 +172,7 @@ impl Gates {
     }
 
     /// Job `from` (arrival sequence `seq`) now lives at id `to` (compaction).
-    pub fn relocate(&mut self, from: u32, to: u32, seq: i64) {
+    pub fn relocate(&mut self, from: JobId, to: JobId, seq: i64) {
         if let Some(h) = self.held.remove(&from) {
             if let Some(g) = self.gates.get_mut(&h.gate) {
                 g.members.remove(&(seq, from));
@@ -200,6 +216,11 @@ impl Gates {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::containers::slab::SlabId;
+
+    fn j(x: u32) -> JobId {
+        JobId::from_raw(x)
+    }
 
     fn held(gate: u32, release: i64) -> Held {
         Held {
@@ -218,22 +239,22 @@ mod tests {
         assert_eq!(g.close(b"img"), a, "closing twice keeps the gate");
         let b = g.close(b"other");
         assert_ne!(a, b);
-        assert!(g.hold(10, 7, held(a, 100)));
-        assert!(g.hold(11, 3, held(a, 50)));
-        assert!(g.hold(12, 9, held(b, 70)));
-        assert!(!g.hold(13, 1, held(99, 1)), "no such gate");
+        assert!(g.hold(j(10), 7, held(a, 100)));
+        assert!(g.hold(j(11), 3, held(a, 50)));
+        assert!(g.hold(j(12), 9, held(b, 70)));
+        assert!(!g.hold(j(13), 1, held(99, 1)), "no such gate");
         g.check().unwrap();
         assert_eq!(g.held_count(), 3);
-        assert_eq!(g.first_release(), Some((50, 11)));
+        assert_eq!(g.first_release(), Some((50, j(11))));
         assert_eq!(g.list(), vec![(&b"img"[..], 2), (&b"other"[..], 1)]);
         // Deleting a held job.
-        assert_eq!(g.unhold(12, 9), Some(held(b, 70)));
-        assert_eq!(g.unhold(12, 9), None);
+        assert_eq!(g.unhold(j(12), 9), Some(held(b, 70)));
+        assert_eq!(g.unhold(j(12), 9), None);
         g.check().unwrap();
         // Forgetting a gate hands back its jobs in arrival order.
         assert_eq!(
             g.remove(b"img"),
-            Some(vec![(11, held(a, 50)), (10, held(a, 100))])
+            Some(vec![(j(11), held(a, 50)), (j(10), held(a, 100))])
         );
         assert_eq!(g.remove(b"img"), None);
         assert_eq!(g.held_count(), 0);
@@ -245,10 +266,10 @@ mod tests {
     fn relocation_keeps_membership() {
         let mut g = Gates::default();
         let a = g.close(b"x");
-        g.hold(40, 2, held(a, 9));
-        g.relocate(40, 4, 2);
+        g.hold(j(40), 2, held(a, 9));
+        g.relocate(j(40), j(4), 2);
         g.check().unwrap();
-        assert_eq!(g.get(4), Some(&held(a, 9)));
-        assert_eq!(g.remove(b"x"), Some(vec![(4, held(a, 9))]));
+        assert_eq!(g.get(j(4)), Some(&held(a, 9)));
+        assert_eq!(g.remove(b"x"), Some(vec![(j(4), held(a, 9))]));
     }
 }

@@ -15,12 +15,13 @@ use std::borrow::Cow;
 
 use super::codec::MAX_GATE_NAME;
 use super::config::JobKey;
+use super::containers::slab::MAX_ID;
 use super::error::QueueError;
 use super::gates::Held;
-use super::job::{JobInfo, HELD};
+use super::ids::JobId;
+use super::job::JobInfo;
 use super::queue::Queue;
 use super::reservation::ResKey;
-use super::slab::MAX_ID;
 use super::work::Parked;
 
 impl Queue {
@@ -35,7 +36,7 @@ impl Queue {
     }
 
     /// The gate holding job `j`, if it is held.
-    pub(crate) fn held_gate(&self, j: u32) -> Option<&[u8]> {
+    pub(crate) fn held_gate(&self, j: JobId) -> Option<&[u8]> {
         let h = self.gates.get(j)?;
         self.gates.gate_name(h.gate)
     }
@@ -66,14 +67,14 @@ impl Queue {
 
     /// Hold new job `j` (arrival sequence `seq`, its stack key set) behind
     /// closed gate `gate`.
-    pub(crate) fn hold(&mut self, j: u32, gate: u32, seq: i64, priority: i64, immediate: bool) {
+    pub(crate) fn hold(&mut self, j: JobId, gate: u32, seq: i64, priority: i64, immediate: bool) {
         let job = &mut self.jobs[j];
         let release = if immediate {
             job.created_at
         } else {
             job.created_at.saturating_add(priority)
         };
-        job.coll |= HELD;
+        job.coll.set_held(true);
         self.gates.hold(
             j,
             seq,
@@ -87,7 +88,7 @@ impl Queue {
     }
 
     /// A held job's view: the reservation it will get when released.
-    pub(crate) fn held_info(&self, j: u32) -> Option<JobInfo<'_>> {
+    pub(crate) fn held_info(&self, j: JobId) -> Option<JobInfo<'_>> {
         let h = self.gates.get(j)?;
         let job = &self.jobs[j];
         Some(JobInfo {
@@ -103,16 +104,16 @@ impl Queue {
     }
 
     /// Take held job `j` out of its gate (not out of the queue).
-    pub(crate) fn unhold(&mut self, j: u32) -> Option<Held> {
+    pub(crate) fn unhold(&mut self, j: JobId) -> Option<Held> {
         let seq = self.jobs[j].skey.abs();
         let h = self.gates.unhold(j, seq)?;
-        self.jobs[j].coll &= !HELD;
+        self.jobs[j].coll.set_held(false);
         Some(h)
     }
 
     /// Turn a held job whose key was put again as immediate into an
     /// immediate one (arrival kept).
-    pub(crate) fn hold_as_immediate(&mut self, j: u32) {
+    pub(crate) fn hold_as_immediate(&mut self, j: JobId) {
         if let Some(h) = self.unhold(j) {
             let seq = self.jobs[j].skey.abs();
             self.jobs[j].skey = seq;
@@ -122,7 +123,7 @@ impl Queue {
 
     /// Take held job `j` out of the queue entirely, as a parked job (its
     /// collation reference moves with it).
-    pub(crate) fn take_held(&mut self, j: u32) -> Result<(JobKey, Parked), QueueError> {
+    pub(crate) fn take_held(&mut self, j: JobId) -> Result<(JobKey, Parked), QueueError> {
         let h = self
             .unhold(j)
             .ok_or_else(|| QueueError::Corrupt("held job missing from its gate".into()))?;
@@ -160,7 +161,7 @@ impl Queue {
         let n = members.len();
         for (j, h) in members {
             let job = &mut self.jobs[j];
-            job.coll &= !HELD;
+            job.coll.set_held(false);
             let seq = job.skey.abs();
             let rk = ResKey {
                 score: h.release,
@@ -182,7 +183,7 @@ impl Queue {
         };
         let mut out = Vec::with_capacity(members.len());
         for (j, _) in members {
-            self.jobs[j].coll &= !HELD;
+            self.jobs[j].coll.set_held(false);
             let (job, _, name) = self.drop_job(j)?;
             let _ = name;
             out.push(job.payload);
@@ -201,12 +202,12 @@ impl Queue {
         let mut gates: Vec<&super::gates::Gate> = self
             .gates
             .gates()
-            .filter(|g| gate.is_none_or(|name| *g.name == *name))
+            .filter(|g| gate.is_none_or(|name| g.name() == name))
             .collect();
-        gates.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        gates.sort_unstable_by(|a, b| a.name().cmp(b.name()));
         gates
             .into_iter()
-            .flat_map(|g| g.members.iter().map(move |(_, j)| (*j, &*g.name)))
+            .flat_map(|g| g.members().map(move |j| (j, g.name())))
             .skip(offset)
             .take(limit)
             .filter_map(|(j, name)| self.held_info(j).map(|i| (i, name)))

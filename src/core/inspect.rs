@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
-use super::queue::{JobInfo, Queue, IMMEDIATE, OWNED_BY_COLLATION};
+use super::queue::{JobInfo, Queue};
 
 /// Wait-time statistics in ms (Orca's queue stats): over a set of jobs,
 /// the wait of each is `now - created_at`.
@@ -129,12 +129,12 @@ impl Queue {
             delayed,
             leased,
             dead,
-            results: self.work.results.len(),
+            results: self.work.result_count(),
             collations: self.collation_count(),
             ..Default::default()
         };
         for (n, j) in self.walk_from(0) {
-            if self.index.val(n) & OWNED_BY_COLLATION == 0 && self.index.aux(n) & IMMEDIATE != 0 {
+            if self.index.val(n).as_job().is_some() && self.index.aux(n).immediate() {
                 s.immediate += 1;
             }
             let wait = now.saturating_sub(self.jobs[j].created_at).max(0);

@@ -26,7 +26,7 @@ impl Queue {
         }
         [
             self.index.first().map(|n| self.rk(n).score),
-            self.work.delayed_by_arrival.first().map(|x| x.0),
+            self.work.first_delayed_arrival().map(|x| x.0),
             self.gates.first_release().map(|x| x.0),
         ]
         .into_iter()
@@ -53,11 +53,11 @@ impl Queue {
             report.died += 1;
             report.lifetime += 1;
         }
-        while let Some(&(arrival, key)) = self.work.delayed_by_arrival.first() {
+        while let Some((arrival, key)) = self.work.first_delayed_arrival() {
             if arrival.saturating_add(l) > now {
                 break;
             }
-            let Some(d) = self.unpark_delayed(&key) else {
+            let Some(d) = self.work.unpark(&key) else {
                 break;
             };
             self.bury(key, d.job, now, DeathCause::Lifetime);

@@ -2,13 +2,13 @@
 //!
 //! - `config`: job config parsing and the orca key
 //! - `scan`: the single-pass JSON scanner behind `config`
-//! - `idmap`: hash maps keyed by record ids and tokens (a fast, unkeyed hash)
-//! - `index`: the order-statistic tree behind the global reservation order
+//! - `containers`: slab, id table, order-statistic treap, id maps (records
+//!   and ids only; nothing of jobs)
 //! - `queue`: the queue and its operations
+//! - `ids`: the typed ids of records (job, collation, node)
 //! - `job`, `reservation`: the records of jobs and reservations
 //! - `collation`: collations, their stacks and reservations (small and large forms)
 //! - `names`: collation names packed into their record
-//! - `slab`: the compact record storage (slabs of `u32`-addressed records, id tables)
 //! - `compact`: giving memory back as a queue empties (moving records, shrinking tables)
 //! - `check`: the invariant check (`ORCA.CHECK`)
 //! - `inspect`: ordered listing with positions and filters, statistics
@@ -21,6 +21,7 @@
 //! - `caps`: running caps per collation and the eligibility index
 //! - `codec`: the versioned serialized form (RDB, RESTORE, digests)
 //! - `limits`: the bounds of times and sequence counters
+//! - `flow`: parents waiting for their children, and what crosses between queues
 
 pub mod caps;
 pub mod check;
@@ -28,11 +29,12 @@ pub mod codec;
 pub mod collation;
 pub mod compact;
 pub mod config;
+pub mod containers;
 pub mod error;
+pub mod flow;
 pub mod gates;
 pub mod held;
-pub mod idmap;
-pub mod index;
+pub mod ids;
 pub mod inspect;
 pub mod job;
 pub mod lifetime;
@@ -42,7 +44,6 @@ pub mod queue;
 pub mod reservation;
 pub mod scan;
 pub mod settings;
-pub mod slab;
 pub mod window;
 pub mod work;
 pub mod worker;

@@ -23,18 +23,18 @@ use std::borrow::Cow;
 use super::caps::{busiest_of, Caps};
 use super::collation::Collations;
 use super::config::{JobConfig, JobKey};
+use super::containers::idmap::IdMap;
+use super::containers::{IdTable, Slab};
 use super::error::QueueError;
 use super::gates::Gates;
-use super::idmap::IdMap;
-use super::index::OrderIndex;
+use super::ids::{CollId, JobId, NodeId};
 pub use super::job::JobInfo;
 pub(crate) use super::job::LoadedJob;
-use super::job::{Job, COLLATED, NO_COLL};
+use super::job::{CollRef, Job, JobLink};
 use super::limits::{valid_time, MAX_TIME, SEQ_LIMIT};
 pub use super::reservation::ResKey;
-pub(crate) use super::reservation::{NodeKey, IMMEDIATE, OWNED_BY_COLLATION};
+pub(crate) use super::reservation::{GlobalOrder, Owner, OwnerRef, ResLink};
 pub use super::settings::{Order, Settings};
-use super::slab::{IdTable, Slab, NIL};
 use super::window::Window;
 use super::work::Parked;
 
@@ -51,17 +51,17 @@ pub enum Move {
 pub struct Queue {
     /// The queue's own settings (order, lifetime, auto delay, caps, bounds).
     pub(crate) settings: Settings,
-    pub(crate) jobs: Slab<Job>,
+    pub(crate) jobs: Slab<Job, JobId>,
     /// Job ids by orca key.
-    pub(crate) by_key: IdTable,
+    pub(crate) by_key: IdTable<JobId>,
     /// The global order of reservations.
-    pub(crate) index: OrderIndex<NodeKey>,
+    pub(crate) index: GlobalOrder,
     /// The collations: names, stacks and their reservations.
     pub(crate) colls: Collations,
     /// Attempts of queued jobs that have had any (job id -> attempts).
-    pub(crate) attempts: IdMap<u32, u32>,
+    pub(crate) attempts: IdMap<JobId, u32>,
     /// Nonces that differ from their reservation's tie (node id -> nonce).
-    pub(crate) nonces: IdMap<u32, u64>,
+    pub(crate) nonces: IdMap<NodeId, u64>,
     /// Next sequence number (ties of ordinary reservations, and nonces). > 0.
     pub(crate) next_seq: i64,
     /// Tie of the last reservation put at the very front. <= 0.
@@ -94,7 +94,7 @@ pub struct Put {
 pub(crate) struct Popped {
     pub job: Job,
     pub attempts: u32,
-    pub coll: u32,
+    pub coll: Option<CollId>,
     pub nonce: u64,
     pub release: i64,
     pub immediate: bool,
@@ -127,7 +127,7 @@ impl Queue {
             settings,
             jobs: Slab::default(),
             by_key: IdTable::default(),
-            index: OrderIndex::new(),
+            index: GlobalOrder::new(),
             colls: Collations::default(),
             attempts: IdMap::default(),
             nonces: IdMap::default(),
@@ -175,22 +175,20 @@ impl Queue {
     /// Rebuild the eligibility index for the current cap.
     pub(crate) fn rebuild_caps(&mut self) {
         let max = self.settings.max_running;
-        let singles: Vec<(ResKey, u32)> = self.singles().map(|(_, n)| (self.rk(n), n)).collect();
-        let heads: Vec<(u32, (ResKey, u32))> = self
+        let singles: Vec<(ResKey, NodeId)> = self.singles().map(|(_, n)| (self.rk(n), n)).collect();
+        let heads: Vec<(CollId, (ResKey, NodeId))> = self
             .colls
-            .recs
-            .iter()
-            .filter(|(_, rec)| rec.len > 0)
-            .filter_map(|(c, _)| self.colls.first_res(c).map(|n| (c, (self.rk(n), n))))
+            .with_stack()
+            .filter_map(|c| self.colls.first_res(c).map(|n| (c, (self.rk(n), n))))
             .collect();
         // Read by set_max only when a cap is set: no pass over the leases otherwise.
-        let leased = self.work.leases.values().filter_map(|l| l.job.coll_id());
+        let leased = self.work.leases().filter_map(|(_, l)| l.job.coll_id());
         self.caps
             .set_max(max, singles.into_iter(), heads.into_iter(), leased);
     }
 
     /// Keep collation `c`'s entry in the eligibility index right.
-    pub(crate) fn sync_cap(&mut self, c: u32) {
+    pub(crate) fn sync_cap(&mut self, c: CollId) {
         if self.caps.on() {
             let first = self.colls.first_res(c).map(|n| (self.rk(n), n));
             self.caps.sync(c, first);
@@ -249,12 +247,12 @@ impl Queue {
 
     /// Collations with queued jobs in their stack.
     pub fn collation_count(&self) -> usize {
-        self.colls.active
+        self.colls.active()
     }
 
     /// Jobs in collation stacks.
     pub(crate) fn stacked_jobs(&self) -> usize {
-        self.colls.recs.iter().map(|(_, c)| c.len as usize).sum()
+        self.colls.stacked()
     }
 
     /// Is a queued job placed as immediate?
@@ -262,19 +260,19 @@ impl Queue {
         self.job_id(key).is_some_and(|j| self.job_immediate(j))
     }
 
-    pub(crate) fn job_id(&self, key: &JobKey) -> Option<u32> {
+    pub(crate) fn job_id(&self, key: &JobKey) -> Option<JobId> {
         let jobs = &self.jobs;
         self.by_key.find(key_hash(key), |id| {
             jobs.get(id).is_some_and(|j| j.key == *key)
         })
     }
 
-    pub(crate) fn coll_id(&self, name: &str) -> Option<u32> {
+    pub(crate) fn coll_id(&self, name: &str) -> Option<CollId> {
         self.colls.find(name)
     }
 
     /// Collation `c`'s name.
-    pub(crate) fn name_of(&self, c: u32) -> Cow<'_, str> {
+    pub(crate) fn name_of(&self, c: CollId) -> Cow<'_, str> {
         self.colls.name_of(c)
     }
 
@@ -283,12 +281,12 @@ impl Queue {
         self.colls.has_stack(name)
     }
 
-    fn job_immediate(&self, j: u32) -> bool {
+    fn job_immediate(&self, j: JobId) -> bool {
         let job = &self.jobs[j];
-        !job.collated() && !job.held() && self.index.aux(job.link) & IMMEDIATE != 0
+        !job.collated() && !job.held() && self.index.aux(job.link.as_reservation()).immediate()
     }
 
-    pub(crate) fn job_attempts(&self, j: u32) -> u32 {
+    pub(crate) fn job_attempts(&self, j: JobId) -> u32 {
         self.attempts.get(&j).copied().unwrap_or(0)
     }
 
@@ -297,11 +295,11 @@ impl Queue {
     }
 
     /// The reservation key of node `n`.
-    pub(crate) fn rk(&self, n: u32) -> ResKey {
+    pub(crate) fn rk(&self, n: NodeId) -> ResKey {
         (*self.index.key(n)).into()
     }
 
-    pub(crate) fn nonce_of(&self, n: u32) -> u64 {
+    pub(crate) fn nonce_of(&self, n: NodeId) -> u64 {
         match self.nonces.get(&n) {
             Some(v) => *v,
             None => self.rk(n).tie as u64,
@@ -341,36 +339,36 @@ impl Queue {
         created_at: i64,
         attempts: u32,
         collation: Option<&str>,
-    ) -> Result<u32, QueueError> {
+    ) -> Result<JobId, QueueError> {
         let coll = match collation {
-            Some(name) => self.colls.acquire(name)?,
-            None => NIL,
+            Some(name) => Some(self.colls.acquire(name)?),
+            None => None,
         };
         self.new_job_ref(key, payload, created_at, attempts, coll)
     }
 
-    /// `new_job` for a collation reference the caller already holds
-    /// (`NIL`: none); the reference moves to the job, or is released if the
-    /// job cannot be stored.
+    /// `new_job` for a collation reference the caller already holds (if
+    /// any); the reference moves to the job, or is released if the job
+    /// cannot be stored.
     pub(crate) fn new_job_ref(
         &mut self,
         key: JobKey,
         payload: Box<[u8]>,
         created_at: i64,
         attempts: u32,
-        coll: u32,
-    ) -> Result<u32, QueueError> {
+        coll: Option<CollId>,
+    ) -> Result<JobId, QueueError> {
         let len = payload.len();
         let Some(j) = self.jobs.insert(Job {
             key,
             payload,
             created_at,
             skey: 0,
-            coll: if coll == NIL { NO_COLL } else { coll },
-            link: NIL,
+            coll: CollRef::new(coll),
+            link: JobLink::NONE,
         }) else {
-            if coll != NIL {
-                self.colls.release(coll);
+            if let Some(c) = coll {
+                self.colls.release(c);
             }
             return Err(QueueError::Full);
         };
@@ -387,8 +385,8 @@ impl Queue {
 
     /// Remove a job record that holds no reservation any more (and is not
     /// held). Returns it with its attempts and its collation id, whose
-    /// reference the caller now holds (`NIL`: none).
-    pub(crate) fn take_job(&mut self, j: u32) -> Result<(Job, u32, u32), QueueError> {
+    /// reference the caller now holds.
+    pub(crate) fn take_job(&mut self, j: JobId) -> Result<(Job, u32, Option<CollId>), QueueError> {
         let key = self.jobs.get(j).ok_or_else(|| corrupt("job missing"))?.key;
         let jobs = &self.jobs;
         self.by_key
@@ -396,23 +394,23 @@ impl Queue {
         let job = self.jobs.remove(j).ok_or_else(|| corrupt("job missing"))?;
         let attempts = self.attempts.remove(&j).unwrap_or(0);
         self.payload_bytes -= job.payload.len();
-        let coll = job.coll_id().unwrap_or(NIL);
+        let coll = job.coll_id();
         Ok((job, attempts, coll))
     }
 
     /// `take_job`, releasing the collation reference. Returns the job with
     /// its attempts and collation name.
-    pub(crate) fn drop_job(&mut self, j: u32) -> Result<(Job, u32, Option<String>), QueueError> {
+    pub(crate) fn drop_job(&mut self, j: JobId) -> Result<(Job, u32, Option<String>), QueueError> {
         let (job, attempts, coll) = self.take_job(j)?;
-        let name = (coll != NIL).then(|| {
-            let name = self.name_of(coll).into_owned();
-            self.colls.release(coll);
+        let name = coll.map(|c| {
+            let name = self.name_of(c).into_owned();
+            self.colls.release(c);
             name
         });
         Ok((job, attempts, name))
     }
 
-    pub(crate) fn replace_payload(&mut self, j: u32, payload: &[u8]) {
+    pub(crate) fn replace_payload(&mut self, j: JobId, payload: &[u8]) {
         let job = &mut self.jobs[j];
         self.payload_bytes = self.payload_bytes - job.payload.len() + payload.len();
         job.payload = payload.into();
@@ -420,22 +418,28 @@ impl Queue {
 
     /// Add a reservation node (a single job's goes into the eligibility
     /// index too; a collation's is synced by the caller once paired).
-    fn add_res(&mut self, rk: ResKey, val: u32, aux: u32, nonce: u64) -> Result<u32, QueueError> {
+    fn add_res(
+        &mut self,
+        rk: ResKey,
+        owner: Owner,
+        link: ResLink,
+        nonce: u64,
+    ) -> Result<NodeId, QueueError> {
         let n = self
             .index
-            .insert(rk.into(), val, aux)
+            .insert(rk.into(), owner, link)
             .ok_or_else(|| corrupt("duplicate reservation"))?;
         if nonce != rk.tie as u64 {
             self.nonces.insert(n, nonce);
         }
-        if val & OWNED_BY_COLLATION == 0 {
+        if owner.as_job().is_some() {
             self.caps.single(rk, n, true);
         }
         Ok(n)
     }
 
-    fn remove_res(&mut self, n: u32) {
-        if self.index.val(n) & OWNED_BY_COLLATION == 0 {
+    fn remove_res(&mut self, n: NodeId) {
+        if self.index.val(n).as_job().is_some() {
             self.caps.single(self.rk(n), n, false);
         }
         self.index.remove(n);
@@ -445,28 +449,28 @@ impl Queue {
     /// Give job `j` a single reservation of its own.
     pub(crate) fn place_single(
         &mut self,
-        j: u32,
+        j: JobId,
         rk: ResKey,
         nonce: u64,
         immediate: bool,
     ) -> Result<(), QueueError> {
-        let n = self.add_res(rk, j, immediate as u32 * IMMEDIATE, nonce)?;
+        let n = self.add_res(rk, Owner::job(j), ResLink::single(immediate), nonce)?;
         let job = &mut self.jobs[j];
-        job.link = n;
+        job.link = JobLink::reservation(n);
         job.skey = 0;
-        job.coll &= !COLLATED;
+        job.coll.set_collated(false);
         Ok(())
     }
 
     /// Give job `j` a single reservation at `score`, in arrival order among
     /// equal scores.
-    fn add_single(&mut self, j: u32, score: i64, immediate: bool) -> Result<(), QueueError> {
+    fn add_single(&mut self, j: JobId, score: i64, immediate: bool) -> Result<(), QueueError> {
         let seq = self.alloc_seq();
         self.place_single(j, ResKey { score, tie: seq }, seq as u64, immediate)
     }
 
     /// Give job `j` an immediate reservation before every other one.
-    fn add_front(&mut self, j: u32, now: i64) -> Result<(), QueueError> {
+    fn add_front(&mut self, j: JobId, now: i64) -> Result<(), QueueError> {
         let score = match self.index.first() {
             Some(first) => self.rk(first).score.min(now),
             None => now,
@@ -483,12 +487,12 @@ impl Queue {
     /// lands at the reservation's rank with it.
     pub(crate) fn collate(
         &mut self,
-        c: u32,
-        j: u32,
+        c: CollId,
+        j: JobId,
         rk: ResKey,
         nonce: u64,
     ) -> Result<(), QueueError> {
-        let n = self.add_res(rk, c | OWNED_BY_COLLATION, NIL, nonce)?;
+        let n = self.add_res(rk, Owner::collation(c), ResLink::NONE, nonce)?;
         self.colls.add_res(c, n, &mut self.index)?;
         self.colls.push(c, j, &mut self.jobs)?;
         self.colls.settle(c, &mut self.jobs, &mut self.index)?;
@@ -500,8 +504,8 @@ impl Queue {
     /// reservation paired with it out of the collation and the global order.
     /// Every other job of the collation keeps its pairing. The job keeps
     /// naming the collation.
-    pub(crate) fn detach_collated(&mut self, j: u32) -> Result<(), QueueError> {
-        let c = self.jobs[j].coll & !COLLATED;
+    pub(crate) fn detach_collated(&mut self, j: JobId) -> Result<(), QueueError> {
+        let c = self.stack_coll(j)?;
         let k = self.colls.unlink(c, j, &mut self.jobs)?;
         let n = self.colls.unlink_res_at(c, k, &mut self.index)?;
         self.remove_res(n);
@@ -512,7 +516,7 @@ impl Queue {
 
     /// Remove whatever reservation the job holds (single or paired), or
     /// take a held job out of its gate.
-    pub(crate) fn detach(&mut self, j: u32) -> Result<(), QueueError> {
+    pub(crate) fn detach(&mut self, j: JobId) -> Result<(), QueueError> {
         let job = &self.jobs[j];
         if job.collated() {
             self.detach_collated(j)
@@ -521,25 +525,32 @@ impl Queue {
                 .map(|_| ())
                 .ok_or_else(|| corrupt("held job missing from its gate"))
         } else {
-            let n = job.link;
-            self.jobs[j].link = NIL;
+            let n = job.link.as_reservation();
+            self.jobs[j].link = JobLink::NONE;
             self.remove_res(n);
             Ok(())
         }
     }
 
     /// The reservation node job `j` holds or is paired with.
-    pub(crate) fn reservation_node(&self, j: u32) -> Result<u32, QueueError> {
+    pub(crate) fn reservation_node(&self, j: JobId) -> Result<NodeId, QueueError> {
         let job = &self.jobs[j];
         if job.collated() {
-            let c = job.coll & !COLLATED;
+            let c = self.stack_coll(j)?;
             let k = self.colls.position(c, j, &self.jobs)?;
             self.colls.res_at(c, k, &self.index)
         } else if job.held() {
             Err(QueueError::NotQueued)
         } else {
-            Ok(job.link)
+            Ok(job.link.as_reservation())
         }
+    }
+
+    /// The collation in whose stack job `j` is.
+    fn stack_coll(&self, j: JobId) -> Result<CollId, QueueError> {
+        self.jobs[j]
+            .coll_id()
+            .ok_or_else(|| corrupt("a stacked job names no collation"))
     }
 
     /// The stack key of a job arriving now in a collation stack.
@@ -694,17 +705,17 @@ impl Queue {
 
     /// Queue a job that comes back from a lease or a retry (worker.rs): a
     /// single reservation at `score`. `coll` is a collation reference the
-    /// caller holds (`NIL`: none); it moves to the job.
+    /// caller holds (if any); it moves to the job.
     pub(crate) fn insert_single(
         &mut self,
         job: LoadedJob,
-        coll: u32,
+        coll: Option<CollId>,
         score: i64,
         immediate: bool,
     ) -> Result<(), QueueError> {
         if let Err(e) = self.room() {
-            if coll != NIL {
-                self.colls.release(coll);
+            if let Some(c) = coll {
+                self.colls.release(c);
             }
             return Err(e);
         }
@@ -720,11 +731,11 @@ impl Queue {
                 return QueueError::Held(String::from_utf8_lossy(g).into_owned());
             }
         }
-        if self.work.leases.has_key(key) {
+        if self.work.has_lease_on(key) {
             QueueError::Leased
-        } else if let Some(d) = self.work.delayed.get(key) {
+        } else if let Some(d) = self.work.delayed(key) {
             QueueError::Delayed(d.retry_at)
-        } else if self.work.dead.contains_key(key) {
+        } else if self.work.is_dead(key) {
             QueueError::Dead
         } else {
             QueueError::NoSuchJob
@@ -769,7 +780,7 @@ impl Queue {
                     .filter(|t| (0..=MAX_TIME).contains(t))
                     .ok_or(QueueError::TimeOverflow)?;
                 if self.jobs[j].collated() {
-                    let c = self.jobs[j].coll & !COLLATED;
+                    let c = self.stack_coll(j)?;
                     self.detach_collated(j)?;
                     // The back of the stack: a key above every key given so far.
                     let seq = self.alloc_seq();
@@ -820,28 +831,30 @@ impl Queue {
     /// Take reservation `n` and the job it serves out of the queue, with
     /// the attempts it had (not a delivery by itself: lifetimes take jobs
     /// out this way too).
-    pub(crate) fn take_node(&mut self, n: u32) -> Result<Popped, QueueError> {
+    pub(crate) fn take_node(&mut self, n: NodeId) -> Result<Popped, QueueError> {
         let owner = self.index.val(n);
         let nonce = self.nonce_of(n);
         let rk = self.rk(n);
-        let (j, immediate) = if owner & OWNED_BY_COLLATION != 0 {
+        let (j, immediate) = match owner.get() {
             // The collation's earliest reservation, paired with its stack's
             // front: detaching the front takes both (O(1) small, O(log m)
             // large).
-            let c = owner & !OWNED_BY_COLLATION;
-            let j = self
-                .colls
-                .front(c)
-                .ok_or_else(|| corrupt("reservation of unknown collation"))?;
-            if self.colls.first_res(c) != Some(n) {
-                return Err(corrupt("collation out of step with the order"));
+            OwnerRef::Collation(c) => {
+                let j = self
+                    .colls
+                    .front(c)
+                    .ok_or_else(|| corrupt("reservation of unknown collation"))?;
+                if self.colls.first_res(c) != Some(n) {
+                    return Err(corrupt("collation out of step with the order"));
+                }
+                self.detach_collated(j)?;
+                (j, false)
             }
-            self.detach_collated(j)?;
-            (j, false)
-        } else {
-            let immediate = self.index.aux(n) & IMMEDIATE != 0;
-            self.remove_res(n);
-            (owner, immediate)
+            OwnerRef::Job(j) => {
+                let immediate = self.index.aux(n).immediate();
+                self.remove_res(n);
+                (j, immediate)
+            }
         };
         let (job, attempts, coll) = self.take_job(j)?;
         Ok(Popped {
@@ -857,9 +870,9 @@ impl Queue {
     /// A popped job handed out for good (`LEASE 0`): its collation
     /// reference goes; the reply owns its payload.
     pub(crate) fn finish_pop(&mut self, p: Popped) -> JobInfo<'static> {
-        let collation = (p.coll != NIL).then(|| {
-            let name = self.name_of(p.coll).into_owned();
-            self.colls.release(p.coll);
+        let collation = p.coll.map(|c| {
+            let name = self.name_of(c).into_owned();
+            self.colls.release(c);
             Cow::Owned(name)
         });
         JobInfo {
@@ -896,12 +909,12 @@ impl Queue {
     }
 
     /// Job `j` as clients see it, given its reservation node.
-    pub(crate) fn info_at(&self, j: u32, n: u32) -> JobInfo<'_> {
+    pub(crate) fn info_at(&self, j: JobId, n: NodeId) -> JobInfo<'_> {
         let job = &self.jobs[j];
         JobInfo {
             key: job.key,
             collation: self.coll_name(job),
-            immediate: !job.collated() && self.index.aux(n) & IMMEDIATE != 0,
+            immediate: !job.collated() && self.index.aux(n).immediate(),
             nonce: self.nonce_of(n),
             created_at: job.created_at,
             release_at: self.rk(n).score,
@@ -910,7 +923,7 @@ impl Queue {
         }
     }
 
-    fn info_of(&self, j: u32) -> Result<JobInfo<'_>, QueueError> {
+    fn info_of(&self, j: JobId) -> Result<JobInfo<'_>, QueueError> {
         if let Some(info) = self.held_info(j) {
             return Ok(info);
         }
@@ -938,15 +951,14 @@ impl Queue {
     /// met first mid-way is located once (its reservation's rank, then the
     /// job at that rank: O(m) small, O(log m) large), then followed along
     /// its stack.
-    pub(crate) fn walk_from(&self, start: usize) -> impl Iterator<Item = (u32, u32)> + '_ {
+    pub(crate) fn walk_from(&self, start: usize) -> impl Iterator<Item = (NodeId, JobId)> + '_ {
         // Per collation: the next job of its stack and its position.
-        let mut cursor: IdMap<u32, (u32, usize)> = IdMap::default();
+        let mut cursor: IdMap<CollId, (JobId, usize)> = IdMap::default();
         self.index.iter_from(start).filter_map(move |n| {
-            let owner = self.index.val(n);
-            if owner & OWNED_BY_COLLATION == 0 {
-                return Some((n, owner));
-            }
-            let c = owner & !OWNED_BY_COLLATION;
+            let c = match self.index.val(n).get() {
+                OwnerRef::Job(j) => return Some((n, j)),
+                OwnerRef::Collation(c) => c,
+            };
             let (j, k) = match cursor.get(&c) {
                 Some(&at) => at,
                 None => {
@@ -955,12 +967,12 @@ impl Queue {
                 }
             };
             let next = if self.colls.is_large(c) {
-                self.colls.job_at(c, k + 1, &self.jobs).unwrap_or(NIL)
+                JobId::or_nil(self.colls.job_at(c, k + 1, &self.jobs))
             } else {
-                self.jobs[j].link
+                self.jobs[j].link.as_next_job()
             };
             cursor.insert(c, (next, k + 1));
-            (j != NIL).then_some((n, j))
+            j.some().map(|j| (n, j))
         })
     }
 
@@ -973,9 +985,6 @@ impl Queue {
     pub fn mem_usage(&self) -> usize {
         use std::mem::size_of;
         let side = (self.attempts.capacity() + self.nonces.capacity()) * 24;
-        let work = (self.work.leases.len() + self.work.delayed.len() + self.work.dead.len())
-            * (size_of::<super::work::Lease>() + 48)
-            + (self.work.results.len() + self.work.cancelled.len()) * 96;
         size_of::<Queue>()
             + self.jobs.heap_bytes()
             + self.by_key.heap_bytes()
@@ -983,8 +992,7 @@ impl Queue {
             + self.colls.heap_bytes()
             + side
             + self.payload_bytes
-            + work
-            + self.work.bytes
+            + self.work.heap_bytes()
             + self.gates.heap_bytes()
             + self.window.heap_bytes()
             + self.caps.heap_bytes()
@@ -1049,13 +1057,13 @@ impl Queue {
         {
             return Err(corrupt("duplicate reservation"));
         }
-        if self.jobs.len() + jobs.len() >= super::slab::MAX_ID as usize
-            || self.index.len() + res.len() >= super::slab::MAX_ID as usize
+        if self.jobs.len() + jobs.len() >= super::containers::slab::MAX_ID as usize
+            || self.index.len() + res.len() >= super::containers::slab::MAX_ID as usize
         {
             return Err(QueueError::Full);
         }
         self.room()?;
-        let mut c = NIL;
+        let mut c = None;
         for job in jobs {
             let j = self.new_job(
                 job.key,
@@ -1064,47 +1072,44 @@ impl Queue {
                 job.attempts,
                 Some(name),
             )?;
-            c = self.jobs[j].coll;
+            let cj = self.jobs[j]
+                .coll_id()
+                .ok_or_else(|| corrupt("a loaded job lost its collation"))?;
+            c = Some(cj);
             self.jobs[j].skey = job.skey;
-            self.colls.push(c, j, &mut self.jobs)?;
+            self.colls.push(cj, j, &mut self.jobs)?;
         }
+        let c = c.ok_or_else(|| corrupt("collation jobs and reservations do not pair"))?;
         for (rk, nonce) in res {
-            let n = self.add_res(rk, c | OWNED_BY_COLLATION, NIL, nonce)?;
+            let n = self.add_res(rk, Owner::collation(c), ResLink::NONE, nonce)?;
             self.colls.add_res(c, n, &mut self.index)?;
         }
         self.colls.settle(c, &mut self.jobs, &mut self.index)
     }
 
     /// Single jobs in reservation order: (job id, its node).
-    pub(crate) fn singles(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        self.index.iter().filter_map(|n| {
-            let owner = self.index.val(n);
-            (owner & OWNED_BY_COLLATION == 0).then_some((owner, n))
-        })
+    pub(crate) fn singles(&self) -> impl Iterator<Item = (JobId, NodeId)> + '_ {
+        self.index
+            .iter()
+            .filter_map(|n| self.index.val(n).as_job().map(|j| (j, n)))
     }
 
     /// Ids of the collations with a stack, by name.
-    pub(crate) fn collations_by_name(&self) -> Vec<u32> {
-        let ids: Vec<u32> = self
-            .colls
-            .recs
-            .iter()
-            .filter(|(_, c)| c.len > 0)
-            .map(|(id, _)| id)
-            .collect();
-        let mut named: Vec<(Cow<'_, str>, u32)> =
+    pub(crate) fn collations_by_name(&self) -> Vec<CollId> {
+        let ids: Vec<CollId> = self.colls.with_stack().collect();
+        let mut named: Vec<(Cow<'_, str>, CollId)> =
             ids.into_iter().map(|c| (self.name_of(c), c)).collect();
         named.sort_unstable();
         named.into_iter().map(|(_, c)| c).collect()
     }
 
     /// Job ids of collation `c`'s stack, front first.
-    pub(crate) fn stack(&self, c: u32) -> impl Iterator<Item = u32> + '_ {
+    pub(crate) fn stack(&self, c: CollId) -> impl Iterator<Item = JobId> + '_ {
         self.colls.stack(c, &self.jobs)
     }
 
     /// Reservation nodes of collation `c`, in key order.
-    pub(crate) fn coll_reservations(&self, c: u32) -> impl Iterator<Item = u32> + '_ {
+    pub(crate) fn coll_reservations(&self, c: CollId) -> impl Iterator<Item = NodeId> + '_ {
         self.colls.reservations(c, &self.index)
     }
 }

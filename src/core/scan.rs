@@ -3,9 +3,9 @@
 //! `collation`, `priority`, `gate`), skipping everything else without
 //! building anything.
 //!
-//! It accepts exactly the inputs that the serde_json 1.0.154 parse it
-//! replaced accepted (`serde_json::from_slice` into a derived borrowed struct,
-//! `IgnoredAny` for unknown fields), and reads the same values from them,
+//! It accepts exactly the inputs that a serde_json 1.0.154 parse accepts
+//! (`serde_json::from_slice` into a derived borrowed struct, `IgnoredAny`
+//! for unknown fields), and reads the same values from them,
 //! because configs are replayed from AOF files and replicas: an input must
 //! mean the same on every version. `tests/props/config_diff/` keeps that serde
 //! parse as the oracle (`tests/fuzz/src/config_ref.rs`) and compares the two
@@ -67,8 +67,8 @@ pub enum Num {
     F64,
 }
 
-/// `collation.id`: a string or an integer that fits i64 (the old untagged
-/// `enum RawId { Str(Cow<str>), Int(i64) }`).
+/// `collation.id`: a string or an integer that fits i64 (as serde reads an
+/// untagged `enum { Str(Cow<str>), Int(i64) }`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Id<'a> {
     Str(Text<'a>),

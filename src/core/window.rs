@@ -17,14 +17,15 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use super::idmap::IdMap;
+use super::containers::idmap::IdMap;
+use super::ids::CollId;
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Window {
     /// Collation id -> its submission times, ascending.
-    times: IdMap<u32, VecDeque<i64>>,
+    times: IdMap<CollId, VecDeque<i64>>,
     /// (newest submission + window, collation): when a record can go.
-    expiry: BTreeSet<(i64, u32)>,
+    expiry: BTreeSet<(i64, CollId)>,
     /// The window the expiry times were computed with.
     window: i64,
 }
@@ -46,7 +47,7 @@ impl Window {
     }
 
     /// Collation `c`'s submissions in `(t - window, t]`.
-    pub fn count(&self, c: u32, t: i64, window: i64) -> usize {
+    pub fn count(&self, c: CollId, t: i64, window: i64) -> usize {
         let Some(times) = self.times.get(&c) else {
             return 0;
         };
@@ -59,7 +60,7 @@ impl Window {
     /// Record a submission of collation `c` at `t`. Returns true when `c`
     /// had no record before (the caller keeps the collation alive while it
     /// has one).
-    pub fn record(&mut self, c: u32, t: i64, window: i64) -> bool {
+    pub fn record(&mut self, c: CollId, t: i64, window: i64) -> bool {
         self.set_window(window);
         let new = !self.times.contains_key(&c);
         let times = self.times.entry(c).or_default();
@@ -87,7 +88,7 @@ impl Window {
 
     /// Forget the records whose newest submission is `window` or more
     /// before `now`; returns their collations (to release).
-    pub fn expire(&mut self, now: i64) -> Vec<u32> {
+    pub fn expire(&mut self, now: i64) -> Vec<CollId> {
         let mut gone = Vec::new();
         while let Some(&(t, c)) = self.expiry.first() {
             if t > now {
@@ -114,18 +115,18 @@ impl Window {
     }
 
     /// Forget everything (auto delay turned off); returns the collations.
-    pub fn clear(&mut self) -> Vec<u32> {
+    pub fn clear(&mut self) -> Vec<CollId> {
         self.expiry.clear();
         self.times.drain().map(|(c, _)| c).collect()
     }
 
     /// Every record, by collation (for the codec and the check).
-    pub fn records(&self) -> impl Iterator<Item = (u32, &VecDeque<i64>)> {
+    pub fn records(&self) -> impl Iterator<Item = (CollId, &VecDeque<i64>)> {
         self.times.iter().map(|(c, t)| (*c, t))
     }
 
     /// Put back a record read from a saved queue (times ascending).
-    pub fn load(&mut self, c: u32, times: VecDeque<i64>, window: i64) -> bool {
+    pub fn load(&mut self, c: CollId, times: VecDeque<i64>, window: i64) -> bool {
         self.set_window(window);
         if times.is_empty() || self.times.contains_key(&c) {
             return false;
@@ -135,19 +136,6 @@ impl Window {
         }
         self.times.insert(c, times);
         true
-    }
-
-    /// Collation `from` is now `to` (compaction).
-    #[allow(dead_code)] // until the compaction lands
-    pub fn relocate(&mut self, from: u32, to: u32) {
-        if let Some(t) = self.times.remove(&from) {
-            if let Some(&n) = t.back() {
-                let at = n.saturating_add(self.window);
-                self.expiry.remove(&(at, from));
-                self.expiry.insert((at, to));
-            }
-            self.times.insert(to, t);
-        }
     }
 
     pub fn heap_bytes(&self) -> usize {
@@ -180,9 +168,14 @@ impl Window {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::containers::slab::SlabId;
+
+    fn c(x: u32) -> CollId {
+        CollId::from_raw(x)
+    }
 
     /// The rule, by brute force over every submission ever made.
-    fn brute(all: &[(u32, i64)], c: u32, t: i64, window: i64) -> usize {
+    fn brute(all: &[(CollId, i64)], c: CollId, t: i64, window: i64) -> usize {
         all.iter()
             .filter(|(x, s)| *x == c && *s > t - window && *s <= t)
             .count()
@@ -192,7 +185,7 @@ mod tests {
     fn counts_match_brute_force_with_trimming_and_expiry() {
         let window = 1_000;
         let mut w = Window::default();
-        let mut all: Vec<(u32, i64)> = Vec::new();
+        let mut all: Vec<(CollId, i64)> = Vec::new();
         let mut x: u64 = 0x1234_5678_9abc_def1;
         let mut now = 0i64;
         for _ in 0..20_000 {
@@ -202,7 +195,7 @@ mod tests {
             // Forward in time, often within the same millisecond.
             now += (x % 120) as i64 / 2;
             let now_c = now;
-            let c = (x >> 20) as u32 % 5;
+            let c = c((x >> 20) as u32 % 5);
             assert_eq!(w.count(c, now_c, window), brute(&all, c, now_c, window));
             w.record(c, now_c, window);
             all.push((c, now_c));
@@ -222,31 +215,60 @@ mod tests {
     fn times_out_of_order_keep_the_record_valid() {
         let mut w = Window::default();
         for t in [500, 100, 900, 50, 900, 2_000, 10] {
-            w.record(7, t, 300);
+            w.record(c(7), t, 300);
             w.check().unwrap();
         }
         // Kept: what can count for a submission at the newest time.
-        assert_eq!(w.count(7, 2_000, 300), 1);
+        assert_eq!(w.count(c(7), 2_000, 300), 1);
         // A time older than the newest minus the window is not kept.
-        assert_eq!(w.count(7, 10, 300), 0);
+        assert_eq!(w.count(c(7), 10, 300), 0);
+    }
+
+    #[test]
+    fn loading_refuses_an_empty_or_repeated_record() {
+        let mut w = Window::default();
+        assert!(!w.load(c(1), VecDeque::new(), 100));
+        assert!(w.is_empty());
+        assert!(w.load(c(1), VecDeque::from([5, 9]), 100));
+        assert!(!w.load(c(1), VecDeque::from([20]), 100));
+        assert_eq!((w.len(), w.next_expiry()), (1, Some(109)));
+        w.check().unwrap();
+    }
+
+    #[test]
+    fn heap_bytes_count_records_times_and_expiries() {
+        let mut w = Window::default();
+        assert_eq!(w.heap_bytes(), 0);
+        for x in 0..100u32 {
+            for t in 0..10 {
+                w.record(c(x), 1_000 + t, 1_000_000);
+            }
+        }
+        // Per record: its map slot (48), its times (8 each), its expiry
+        // entry (32).
+        let least = 100 * 48 + 1_000 * 8 + 100 * 32;
+        let bytes = w.heap_bytes();
+        assert!(bytes >= least && bytes < 4 * least, "{bytes} for {least}");
+        w.clear();
+        assert!(w.heap_bytes() < least / 2, "{}", w.heap_bytes());
     }
 
     #[test]
     fn expiry_follows_the_window_and_clear_forgets() {
         let mut w = Window::default();
-        assert!(w.record(1, 100, 50));
-        assert!(!w.record(1, 120, 50));
+        assert!(w.record(c(1), 100, 50));
+        assert!(!w.record(c(1), 120, 50));
         assert_eq!(w.next_expiry(), Some(170));
         w.set_window(500);
         assert_eq!(w.next_expiry(), Some(620));
         assert!(w.expire(619).is_empty());
-        assert_eq!(w.expire(620), vec![1]);
+        assert_eq!(w.expire(620), vec![c(1)]);
         assert!(w.is_empty());
-        w.record(2, 5, 10);
-        w.record(3, 5, 10);
+        w.record(c(2), 5, 10);
+        w.record(c(3), 5, 10);
         let mut gone = w.clear();
         gone.sort();
-        assert_eq!(gone, vec![2, 3]);
+        assert_eq!(gone, vec![c(2), c(3)]);
         w.check().unwrap();
     }
 }

@@ -30,8 +30,9 @@
 use std::borrow::Cow;
 
 use super::config::JobKey;
+use super::containers::idmap::IdMap;
 use super::error::QueueError;
-use super::idmap::IdMap;
+use super::ids::CollId;
 use super::job::LoadedJob;
 use super::limits::{lease_deadline, valid_time, MAX_TIME, SEQ_LIMIT};
 use super::queue::{JobInfo, Queue};
@@ -175,14 +176,8 @@ impl Queue {
         // that comes due, and keeps recorded times (died_at) in range.
         let now = now.clamp(0, MAX_TIME);
         let mut report = TickReport::default();
-        while let Some(&(deadline, token)) = self.work.lease_order.first() {
-            if deadline > now {
-                break;
-            }
-            let Some(lease) = self.take_lease(token) else {
-                self.work.lease_order.remove(&(deadline, token));
-                continue;
-            };
+        while let Some((_, lease)) = self.work.pop_expired_lease(now) {
+            self.lease_ended(&lease);
             // Every removal counts, so the report says whether anything
             // changed (the adapter replicates the tick only then).
             report.expired += 1;
@@ -196,40 +191,27 @@ impl Queue {
                 report.requeued += 1;
             }
         }
-        while let Some(&(retry_at, key)) = self.work.delayed_order.first() {
-            if retry_at > now {
-                break;
-            }
-            if let Some(d) = self.unpark_delayed(&key) {
-                report.retried += 1;
-                if self.requeue_parked(key, d.job, now, DeathCause::Failed) {
-                    report.requeued += 1;
-                }
+        while let Some((key, d)) = self.work.pop_due_retry(now) {
+            report.retried += 1;
+            if self.requeue_parked(key, d.job, now, DeathCause::Failed) {
+                report.requeued += 1;
             }
         }
         self.expire_lifetimes(now, &mut report);
-        if self.settings.dead_ttl > 0 {
-            while let Some(&(died_at, _, key)) = self.work.dead_order.first() {
-                if died_at.saturating_add(self.settings.dead_ttl) > now {
-                    break;
-                }
-                self.forget_dead(&key);
+        let ttl = self.settings.dead_ttl;
+        if ttl > 0 {
+            while let Some((_, d)) = self
+                .work
+                .pop_oldest_dead_if(|died_at| died_at.saturating_add(ttl) <= now)
+            {
+                self.release_parked(d.job);
                 report.forgotten += 1;
             }
         }
-        while let Some(&(at, key)) = self.work.result_order.first() {
-            if at > now {
-                break;
-            }
-            self.forget_result(&key);
+        while self.work.pop_first_result_if(|at| at <= now).is_some() {
             report.forgotten += 1;
         }
-        while let Some(&(until, token)) = self.work.cancelled_order.first() {
-            if until > now {
-                break;
-            }
-            self.work.cancelled_order.remove(&(until, token));
-            self.work.cancelled.remove(&token);
+        while self.work.pop_due_cancelled(now) {
             report.forgotten += 1;
         }
         for c in self.window.expire(now) {
@@ -244,18 +226,13 @@ impl Queue {
     pub fn next_deadline(&self) -> Option<i64> {
         let ttl = self.settings.dead_ttl;
         [
-            self.work.lease_order.first().map(|x| x.0),
-            self.work.delayed_order.first().map(|x| x.0),
-            self.work.result_order.first().map(|x| x.0),
-            self.work.cancelled_order.first().map(|x| x.0),
+            self.work.next_lease_deadline(),
+            self.work.next_retry(),
+            self.work.next_result_expiry(),
+            self.work.next_cancelled_expiry(),
             self.lifetime_deadline(),
             (ttl > 0)
-                .then(|| {
-                    self.work
-                        .dead_order
-                        .first()
-                        .map(|x| x.0.saturating_add(ttl))
-                })
+                .then(|| self.work.oldest_death().map(|t| t.saturating_add(ttl)))
                 .flatten(),
             self.window.next_expiry(),
         ]
@@ -275,7 +252,7 @@ impl Queue {
     /// Put a returning attempt back as immediate at its original arrival
     /// time, unless its key is waiting already. Returns whether it was queued.
     fn requeue_parked(&mut self, key: JobKey, job: Parked, now: i64, cause: DeathCause) -> bool {
-        if self.contains(&key) || self.work.delayed.contains_key(&key) {
+        if self.contains(&key) || self.work.is_delayed(&key) {
             self.release_parked(job);
             return false;
         }
@@ -302,91 +279,59 @@ impl Queue {
         self.insert_single(loaded, job.coll, score, true)
     }
 
-    /// Make `job` the dead letter of `key` (replacing an older one), then
-    /// keep the dead list within the queue's bound.
     /// The sequence numbers ticks may take from now on without checking
     /// for room (writes check, ticks cannot refuse): a lease or a retry
     /// takes one to come back and one more to die of its lifetime later; a
     /// queued or held job one to die of its lifetime. A loaded queue must
     /// leave room for all of them below the load limit.
     pub(crate) fn tick_reserve(&self) -> i64 {
-        let parked = self.work.leases.len() + self.work.delayed.len();
+        let parked = self.work.lease_count() + self.work.delayed_count();
         (2 * parked + self.len()) as i64
     }
 
+    /// Make `job` the dead letter of `key` (replacing an older one), then
+    /// keep the dead list within the queue's bound.
     pub(crate) fn bury(&mut self, key: JobKey, job: Parked, now: i64, cause: DeathCause) {
-        self.forget_dead(&key);
         let seq = self.alloc_seq();
-        self.work.dead_order.insert((now, seq, key));
-        self.work.bytes += job.payload.len();
-        self.work.dead.insert(
-            key,
-            Dead {
-                died_at: now,
-                seq,
-                cause,
-                job,
-            },
-        );
+        let dead = Dead {
+            died_at: now,
+            seq,
+            cause,
+            job,
+        };
+        if let Some(old) = self.work.bury(key, dead) {
+            self.release_parked(old.job);
+        }
         self.trim_dead();
     }
 
     /// Drop the oldest dead letters beyond `dead_max`.
     pub(crate) fn trim_dead(&mut self) {
         let max = self.settings.dead_max;
-        while max > 0 && self.work.dead.len() as u64 > max {
-            let Some(&(_, _, key)) = self.work.dead_order.first() else {
+        while max > 0 && self.work.dead_count() as u64 > max {
+            let Some((_, d)) = self.work.pop_oldest_dead_if(|_| true) else {
                 break;
             };
-            self.forget_dead(&key);
+            self.release_parked(d.job);
         }
     }
 
     /// Forget the dead letter of `key`; whether there was one.
     pub(crate) fn forget_dead(&mut self, key: &JobKey) -> bool {
-        let Some(d) = self.work.dead.remove(key) else {
+        let Some(d) = self.work.forget_dead(key) else {
             return false;
         };
-        self.work.dead_order.remove(&(d.died_at, d.seq, *key));
-        self.work.bytes -= d.job.payload.len();
         self.release_parked(d.job);
         true
-    }
-
-    /// Park `job` until `retry_at`.
-    pub(crate) fn park_delayed(&mut self, key: JobKey, job: Parked, retry_at: i64) {
-        self.work.bytes += job.payload.len();
-        self.work.delayed_order.insert((retry_at, key));
-        self.work.delayed_by_arrival.insert((job.created_at, key));
-        self.work.delayed.insert(key, Delayed { retry_at, job });
-    }
-
-    /// Take the delayed job of `key` out of the retry structures.
-    pub(crate) fn unpark_delayed(&mut self, key: &JobKey) -> Option<Delayed> {
-        let d = self.work.delayed.remove(key)?;
-        self.work.delayed_order.remove(&(d.retry_at, *key));
-        self.work
-            .delayed_by_arrival
-            .remove(&(d.job.created_at, *key));
-        self.work.bytes -= d.job.payload.len();
-        Some(d)
-    }
-
-    fn forget_result(&mut self, key: &JobKey) {
-        if let Some(r) = self.work.results.remove(key) {
-            self.work.result_order.remove(&(r.expires_at, *key));
-            self.work.bytes -= r.payload.len();
-        }
     }
 
     /// Drop the results expiring first beyond `result_max`.
     pub(crate) fn trim_results(&mut self) {
         let max = self.settings.result_max;
-        while max > 0 && self.work.results.len() as u64 > max {
-            let Some(&(_, key)) = self.work.result_order.first() else {
+        while max > 0 && self.work.result_count() as u64 > max {
+            if self.work.pop_first_result_if(|_| true).is_none() {
                 break;
-            };
-            self.forget_result(&key);
+            }
         }
     }
 
@@ -427,7 +372,7 @@ impl Queue {
                 nonce,
                 release_at,
             } => {
-                let l = self.work.leases.get(*token)?;
+                let l = self.work.lease(*token)?;
                 let mut job = self.parked_info(l.key, &l.job, *release_at);
                 job.nonce = *nonce;
                 Some(Delivery {
@@ -470,7 +415,7 @@ impl Queue {
         let report = self.tick(now, policy);
         let mut out = Vec::new();
         while out.len() < count {
-            if lease_ms > 0 && !self.work.leases.has_room() {
+            if lease_ms > 0 && !self.work.lease_room() {
                 // No slot for another lease (2^30 held): hand out no more.
                 break;
             }
@@ -507,11 +452,12 @@ impl Queue {
     }
 
     /// The lease `token` if it is held for `key`; the error tells a
-    /// cancelled job from a lease that is simply not held.
-    fn held_lease(&self, key: &JobKey, token: u64) -> Result<&Lease, QueueError> {
-        match self.work.leases.get(token) {
+    /// cancelled job from a lease that is simply not held (the fencing of
+    /// every finish: ACK, NACK, EXTEND, and their checks before a hand-off).
+    pub(crate) fn held_lease(&self, key: &JobKey, token: u64) -> Result<&Lease, QueueError> {
+        match self.work.lease(token) {
             Some(l) if l.key == *key => Ok(l),
-            _ if self.work.cancelled.contains_key(&token) => Err(QueueError::Cancelled),
+            _ if self.work.is_cancelled(token) => Err(QueueError::Cancelled),
             _ => Err(QueueError::LeaseNotHeld),
         }
     }
@@ -519,11 +465,8 @@ impl Queue {
     /// Add a lease (its token new); it comes back, nothing changed, when
     /// it cannot be stored (no room: every pop checks first).
     pub(crate) fn lease_insert(&mut self, token: u64, lease: Lease) -> Result<(), Lease> {
-        let (deadline, len, coll) = (lease.deadline, lease.job.payload.len(), lease.job.coll_id());
-        self.work.leases.insert(token, lease)?;
-        let w = &mut self.work;
-        w.bytes += len;
-        w.lease_order.insert((deadline, token));
+        let coll = lease.job.coll_id();
+        self.work.add_lease(token, lease)?;
         if let Some(c) = coll {
             self.caps.add_running(c, 1);
             self.sync_cap(c);
@@ -531,34 +474,27 @@ impl Queue {
         Ok(())
     }
 
+    /// Take lease `token` out; its collation's running count goes down.
     fn take_lease(&mut self, token: u64) -> Option<Lease> {
-        let w = &mut self.work;
-        let lease = w.leases.remove(token)?;
-        w.lease_order.remove(&(lease.deadline, token));
-        w.bytes -= lease.job.payload.len();
+        let lease = self.work.take_lease(token)?;
+        self.lease_ended(&lease);
+        Some(lease)
+    }
+
+    /// A lease left the work state: its collation's running count goes
+    /// down (the collation reference goes with the job, by the caller).
+    fn lease_ended(&mut self, lease: &Lease) {
         if let Some(c) = lease.job.coll_id() {
             self.caps.add_running(c, -1);
             self.sync_cap(c);
         }
-        Some(lease)
-    }
-
-    /// The tokens of `key`'s running deliveries, oldest first.
-    fn lease_tokens_of(&self, key: &JobKey) -> Vec<u64> {
-        let mut tokens = self.work.leases.tokens_of(key);
-        tokens.sort_unstable();
-        tokens
     }
 
     /// A new job was queued under `key` (a regrade): older attempts of it
     /// must not come back.
     pub(crate) fn supersede(&mut self, key: &JobKey) {
-        for t in self.work.leases.tokens_of(key) {
-            if let Some(l) = self.work.leases.get_mut(t) {
-                l.superseded = true;
-            }
-        }
-        if let Some(d) = self.unpark_delayed(key) {
+        self.work.supersede_leases(key);
+        if let Some(d) = self.work.unpark(key) {
             self.release_parked(d.job);
         }
     }
@@ -583,16 +519,11 @@ impl Queue {
         }
         if let Some(payload) = result {
             if result_ttl > 0 {
-                self.forget_result(key);
-                self.work.bytes += payload.len();
-                self.work.result_order.insert((expires_at, *key));
-                self.work.results.insert(
-                    *key,
-                    StoredResult {
-                        expires_at,
-                        payload: payload.into(),
-                    },
-                );
+                let kept = StoredResult {
+                    expires_at,
+                    payload: payload.into(),
+                };
+                self.work.keep_result(*key, kept);
                 self.trim_results();
             }
         }
@@ -630,14 +561,15 @@ impl Queue {
             self.bury(*key, lease.job, now, DeathCause::Failed);
             return Ok(NackOutcome::Dead { attempts });
         }
-        if self.contains(key) || self.work.delayed.contains_key(key) {
+        if self.contains(key) || self.work.is_delayed(key) {
             self.release_parked(lease.job);
             return Ok(NackOutcome::Superseded);
         }
         if retry_at <= now {
             self.requeue_parked(*key, lease.job, now, DeathCause::Failed);
         } else {
-            self.park_delayed(*key, lease.job, retry_at);
+            let job = lease.job;
+            self.work.park(*key, Delayed { retry_at, job });
         }
         Ok(NackOutcome::Retry { retry_at, attempts })
     }
@@ -650,16 +582,12 @@ impl Queue {
         ms: i64,
         now: i64,
     ) -> Result<i64, QueueError> {
-        let old = self.held_lease(key, token)?.deadline;
+        self.held_lease(key, token)?;
         let deadline = now
             .checked_add(ms)
             .filter(|t| valid_time(*t) && ms >= 0 && now >= 0)
             .ok_or(QueueError::TimeOverflow)?;
-        self.work.lease_order.remove(&(old, token));
-        self.work.lease_order.insert((deadline, token));
-        if let Some(l) = self.work.leases.get_mut(token) {
-            l.deadline = deadline;
-        }
+        self.work.extend_lease(token, deadline);
         Ok(deadline)
     }
 
@@ -669,20 +597,19 @@ impl Queue {
     /// comes back). Returns whether anything was removed.
     pub fn cancel(&mut self, key: &JobKey) -> Result<bool, QueueError> {
         let mut removed = self.delete(key)?;
-        if let Some(d) = self.unpark_delayed(key) {
+        if let Some(d) = self.work.unpark(key) {
             self.release_parked(d.job);
             removed = true;
         }
         removed |= self.forget_dead(key);
-        let tokens = self.lease_tokens_of(key);
+        let tokens = self.work.lease_tokens_of(key);
         for token in tokens {
             if let Some(lease) = self.take_lease(token) {
                 let until = lease
                     .deadline
                     .saturating_add(CANCEL_MEMORY_MS)
                     .min(MAX_TIME);
-                self.work.cancelled.insert(token, until);
-                self.work.cancelled_order.insert((until, token));
+                self.work.remember_cancelled(token, until);
                 self.release_parked(lease.job);
                 removed = true;
             }
@@ -692,39 +619,21 @@ impl Queue {
 
     /// `ORCA.DEAD ... LIST`: dead jobs in the order they died.
     pub fn dead_list(&self, offset: usize, limit: usize) -> Vec<(JobKey, &Dead)> {
-        self.work
-            .dead_order
-            .iter()
-            .skip(offset)
-            .take(limit)
-            .filter_map(|(_, _, k)| self.work.dead.get(k).map(|d| (*k, d)))
-            .collect()
+        self.work.dead_page(offset, limit).collect()
     }
 
     pub fn dead_len(&self) -> usize {
-        self.work.dead.len()
+        self.work.dead_count()
     }
 
     /// Leased jobs in deadline order, from `offset`, at most `limit`.
     pub fn lease_list(&self, offset: usize, limit: usize) -> Vec<(u64, &Lease)> {
-        self.work
-            .lease_order
-            .iter()
-            .skip(offset)
-            .take(limit)
-            .filter_map(|(_, t)| self.work.leases.get(*t).map(|l| (*t, l)))
-            .collect()
+        self.work.lease_page(offset, limit).collect()
     }
 
     /// Delayed jobs in retry order, from `offset`, at most `limit`.
     pub fn delayed_list(&self, offset: usize, limit: usize) -> Vec<(JobKey, &Delayed)> {
-        self.work
-            .delayed_order
-            .iter()
-            .skip(offset)
-            .take(limit)
-            .filter_map(|(_, k)| self.work.delayed.get(k).map(|d| (*k, d)))
-            .collect()
+        self.work.delayed_page(offset, limit).collect()
     }
 
     /// `ORCA.DEAD ... REQUEUE`: a dead job back in the queue as immediate at
@@ -733,17 +642,15 @@ impl Queue {
         if !valid_time(now) {
             return Err(QueueError::TimeOverflow);
         }
-        if !self.work.dead.contains_key(key) {
+        if !self.work.is_dead(key) {
             return Err(QueueError::NoSuchJob);
         }
-        if self.contains(key) || self.work.delayed.contains_key(key) {
+        if self.contains(key) || self.work.is_delayed(key) {
             return Err(QueueError::AlreadyQueued);
         }
         self.seq_room()?;
         self.room()?;
-        let d = self.work.dead.remove(key).ok_or(QueueError::NoSuchJob)?;
-        self.work.dead_order.remove(&(d.died_at, d.seq, *key));
-        self.work.bytes -= d.job.payload.len();
+        let d = self.work.forget_dead(key).ok_or(QueueError::NoSuchJob)?;
         self.supersede(key);
         let job = Parked {
             attempts: 0,
@@ -755,11 +662,9 @@ impl Queue {
 
     /// `ORCA.DEAD ... PURGE`: forget every dead job; returns how many.
     pub fn dead_purge(&mut self) -> usize {
-        let n = self.work.dead.len();
-        let dead = std::mem::take(&mut self.work.dead);
-        self.work.dead_order.clear();
+        let dead = self.work.purge_dead();
+        let n = dead.len();
         for (_, d) in dead {
-            self.work.bytes -= d.job.payload.len();
             self.release_parked(d.job);
         }
         n
@@ -768,8 +673,7 @@ impl Queue {
     /// `ORCA.RESULT`: a kept result, if it has not expired at `now`.
     pub fn result(&self, key: &JobKey, now: i64) -> Option<&[u8]> {
         self.work
-            .results
-            .get(key)
+            .result(key)
             .filter(|r| r.expires_at > now)
             .map(|r| &*r.payload)
     }
@@ -784,16 +688,16 @@ impl Queue {
                 None => out.push(State::Queued(self.info(key)?, self.position(key)?)),
             }
         }
-        if let Some(d) = self.work.delayed.get(key) {
+        if let Some(d) = self.work.delayed(key) {
             out.push(State::Delayed(*key, d));
         }
-        let tokens = self.lease_tokens_of(key);
+        let tokens = self.work.lease_tokens_of(key);
         for t in tokens {
-            if let Some(l) = self.work.leases.get(t) {
+            if let Some(l) = self.work.lease(t) {
                 out.push(State::Leased(*key, t, l));
             }
         }
-        if let Some(d) = self.work.dead.get(key) {
+        if let Some(d) = self.work.dead(key) {
             out.push(State::Dead(*key, d));
         }
         Ok(out)
@@ -804,14 +708,14 @@ impl Queue {
     pub fn state_counts(&self) -> (usize, usize, usize, usize) {
         (
             self.len(),
-            self.work.delayed.len(),
-            self.work.leases.len(),
-            self.work.dead.len(),
+            self.work.delayed_count(),
+            self.work.lease_count(),
+            self.work.dead_count(),
         )
     }
 
     /// Collation `c`'s running count (leased jobs naming it).
-    pub fn running(&self, c: u32) -> u32 {
+    pub fn running(&self, c: CollId) -> u32 {
         if self.caps.on() {
             self.caps.running(c)
         } else {
@@ -820,9 +724,9 @@ impl Queue {
     }
 
     /// Running counts per collation, counted from the leases: O(leases).
-    pub(crate) fn running_counts(&self) -> IdMap<u32, u32> {
-        let mut running: IdMap<u32, u32> = IdMap::default();
-        for l in self.work.leases.values() {
+    pub(crate) fn running_counts(&self) -> IdMap<CollId, u32> {
+        let mut running: IdMap<CollId, u32> = IdMap::default();
+        for (_, l) in self.work.leases() {
             if let Some(c) = l.job.coll_id() {
                 *running.entry(c).or_insert(0) += 1;
             }

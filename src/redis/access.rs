@@ -8,7 +8,7 @@ use redis_module::{Context, RedisError, RedisString};
 use super::datatype::QUEUE_TYPE;
 use super::errors::coded;
 use super::ffi::{self, selected_db, Arg, Kw};
-use super::{settings, stats, tracking};
+use super::{module_config, stats, tracking};
 use crate::core::compact::MOVES_PER_WRITE;
 use crate::core::config::ConfigLimits;
 use crate::core::error::ErrorCode;
@@ -19,7 +19,7 @@ pub use super::errors::core_err;
 /// Refuse a payload over `orca.max-payload-bytes`: a config (`BADCONFIG`,
 /// as every refused config) or a result (`TOOLARGE`).
 pub fn check_payload(len: usize, what: Payload) -> Result<(), RedisError> {
-    let max = settings::max_payload_bytes();
+    let max = module_config::max_payload_bytes();
     if len > max {
         let (code, what) = match what {
             Payload::Config => (ErrorCode::BadConfig, "config"),
@@ -45,7 +45,7 @@ pub enum Payload {
 /// replays (the master already applied its own limits).
 pub fn limits_for(client: bool) -> ConfigLimits {
     if client {
-        settings::config_limits()
+        module_config::config_limits()
     } else {
         ConfigLimits::NONE
     }
@@ -54,7 +54,7 @@ pub fn limits_for(client: bool) -> ConfigLimits {
 /// Refuse a new job when the queue holds `orca.max-queue-length` waiting
 /// jobs (queued, held and delayed).
 pub fn check_room(q: &Queue, key: &JobKey) -> Result<(), RedisError> {
-    let max = settings::max_queue_length();
+    let max = module_config::max_queue_length();
     let (queued, delayed, _, _) = q.state_counts();
     let waiting = queued + q.held_len() + delayed;
     if !q.contains(key) && waiting >= max {
@@ -128,7 +128,7 @@ pub fn write_queue<T>(
             Ok((Some(v), None))
         }
         None if create => {
-            let created = settings::queue_defaults();
+            let created = module_config::queue_defaults();
             let mut q = Queue::with_settings(created);
             let v = op(&mut q)?;
             stats::queue_added(&q);

@@ -10,7 +10,7 @@ use super::errors::{coded, queue_missing};
 use super::ffi::{self, selected_db, signal_ready};
 use super::inspect::settings_map;
 use super::reply::{CmdResult, Reply};
-use super::{settings, stats, tracking};
+use super::{module_config, stats, tracking};
 use crate::core::error::ErrorCode;
 use crate::core::settings::{AutoDelay, MAX_COUNT_SETTING};
 use crate::core::{Order, Queue, Settings};
@@ -177,8 +177,11 @@ pub fn queue_settings<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'
     };
     let changes = Changes::parse(rest)?;
     if !changes.any() {
-        return Ok(read_queue(ctx, name, |q| Ok(settings_reply(q)))?
-            .unwrap_or_else(|| settings_reply(&Queue::with_settings(settings::queue_defaults()))));
+        return Ok(
+            read_queue(ctx, name, |q| Ok(settings_reply(q)))?.unwrap_or_else(|| {
+                settings_reply(&Queue::with_settings(module_config::queue_defaults()))
+            }),
+        );
     }
     let (reply, created_with) = write_queue(ctx, name, true, |q| {
         let new = changes.apply(*q.settings());
@@ -211,7 +214,8 @@ pub fn import<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         .get_value::<Queue>(&QUEUE_TYPE)?
         .map(|q| waiting(q))
         .unwrap_or(0);
-    if !from_master_or_aof(ctx) && existing + waiting(&incoming) > settings::max_queue_length() {
+    if !from_master_or_aof(ctx) && existing + waiting(&incoming) > module_config::max_queue_length()
+    {
         return Err(coded(
             ErrorCode::QueueFull,
             &[],

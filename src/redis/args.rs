@@ -57,7 +57,7 @@ pub fn is_kw(arg: &RedisString, kw: &str) -> bool {
 }
 
 /// Most options a command takes.
-const MAX_OPTIONS: usize = 8;
+pub const MAX_OPTIONS: usize = 8;
 
 /// Trailing `NAME value` options. Each allowed option may appear once.
 pub struct Options<'a> {
@@ -105,6 +105,15 @@ impl<'a> Options<'a> {
         Ok(Options { allowed, values })
     }
 
+    /// Options found by another walk of the arguments (`finish.rs`):
+    /// `values[i]` is the value of `allowed[i]`.
+    pub fn with_values(
+        allowed: &'static [&'static str],
+        values: [Option<&'a RedisString>; MAX_OPTIONS],
+    ) -> Self {
+        Options { allowed, values }
+    }
+
     pub fn get(&self, name: &str) -> Option<&'a RedisString> {
         let k = self.allowed.iter().position(|n| *n == name)?;
         self.values.get(k).copied().flatten()
@@ -129,7 +138,7 @@ pub fn format(opts: &Options) -> Result<super::reply::Format, RedisError> {
 /// `LIMIT n` of a listing: 0..=`orca.max-pop-count`, default 100 (or the
 /// maximum if lower).
 pub fn page_limit(opts: &Options) -> Result<usize, RedisError> {
-    let max = super::settings::max_pop_count();
+    let max = super::module_config::max_pop_count();
     match opts.get("LIMIT") {
         None => Ok(100.min(max) as usize),
         Some(v) => {
@@ -169,7 +178,7 @@ pub fn from_master_or_aof(ctx: &Context) -> bool {
 /// that moves the clock forward could expire other workers' leases).
 pub fn check_pins(ctx: &Context, opts: &Options) -> Result<(), RedisError> {
     let pinned = opts.get("NOW").is_some() || opts.get("MAXATTEMPTS").is_some();
-    if pinned && !from_master_or_aof(ctx) && !super::settings::trust_client_clock() {
+    if pinned && !from_master_or_aof(ctx) && !super::module_config::trust_client_clock() {
         return Err(err(
             "NOW and MAXATTEMPTS on worker commands are for replication (CONFIG SET orca.trust-client-clock yes allows them from clients)",
         ));
@@ -180,7 +189,7 @@ pub fn check_pins(ctx: &Context, opts: &Options) -> Result<(), RedisError> {
 /// `MAXATTEMPTS n` (0..=2^32-1), or the module setting.
 pub fn max_attempts(opts: &Options) -> Result<i64, RedisError> {
     match opts.get("MAXATTEMPTS") {
-        None => Ok(super::settings::max_attempts()),
+        None => Ok(super::module_config::max_attempts()),
         Some(v) => {
             let n = parse_int(v, "MAXATTEMPTS")?;
             if !(0..=u32::MAX as i64).contains(&n) {

@@ -7,19 +7,23 @@
 use std::ffi::CStr;
 
 use redis_module::commands::{BeginSearch, FindKeys, KeySpec, KeySpecFlags};
-use redis_module::Context;
+use redis_module::{Context, RedisString};
 
 use super::ffi::{self, CommandInfo};
-use super::hooks::{self, Handler};
-use super::{admin, gates, inspect, jobs, mack, pop, worker};
+use super::hooks::{self, Handler, Locator};
+use super::{admin, finish, gates, inspect, jobs, mack, pop, worker};
 
 /// Where a command's keys are.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub enum Keys {
     /// One queue key, the first argument.
     Queue,
     /// `numkeys` queue keys after a count that is the first argument.
     Counted,
+    /// The queue, and a second queue named by a `FORWARD` option of a
+    /// finish (ACK, NACK): located by the module (`getkeys-api`), which
+    /// parses the options as the command does.
+    Finish(Locator),
 }
 
 pub struct Command {
@@ -49,6 +53,24 @@ impl Command {
 }
 
 const LOG: &CStr = c"O(log N) with N the queued jobs, plus the length of the job's collation";
+
+/// The keys of a finish: the queue, and `<queue2>` of a `FORWARD` option.
+fn finish_keys(g: finish::Grammar, args: &[RedisString]) -> Vec<usize> {
+    let mut keys = Vec::with_capacity(2);
+    if args.len() > 1 {
+        keys.push(1);
+    }
+    keys.extend(finish::forward_key(g, args));
+    keys
+}
+
+fn ack_keys(args: &[RedisString]) -> Vec<usize> {
+    finish_keys(finish::ACK, args)
+}
+
+fn nack_keys(args: &[RedisString]) -> Vec<usize> {
+    finish_keys(finish::NACK, args)
+}
 
 pub const COMMANDS: &[Command] = &[
     Command {
@@ -124,9 +146,9 @@ pub const COMMANDS: &[Command] = &[
     Command {
         name: c"orca.ack",
         handler: worker::ack,
-        flags: c"write fast",
+        flags: c"write fast getkeys-api",
         arity: -4,
-        keys: Keys::Queue,
+        keys: Keys::Finish(ack_keys),
         acl: c"",
         summary: c"Complete a leased job, optionally keeping a result (and take the next: NEXT)",
         complexity: c"O(log N)",
@@ -144,9 +166,9 @@ pub const COMMANDS: &[Command] = &[
     Command {
         name: c"orca.nack",
         handler: worker::nack,
-        flags: c"write fast",
+        flags: c"write fast getkeys-api",
         arity: -4,
-        keys: Keys::Queue,
+        keys: Keys::Finish(nack_keys),
         acl: c"",
         summary: c"Fail a leased job: retry after backoff or dead-letter it (and take the next: NEXT)",
         complexity: c"O(log N)",
@@ -297,6 +319,23 @@ fn key_specs(c: &Command) -> Vec<KeySpec> {
             BeginSearch::new_index(1),
             FindKeys::new_keys_num(0, 1, 1),
         )],
+        // The queue; the key after a `FORWARD`, which a keyword search
+        // cannot tell from a value that reads `FORWARD`: marked incomplete,
+        // so Redis asks the module (`getkeys-api`) for every spelling.
+        Keys::Finish(_) => vec![
+            KeySpec::new(
+                None,
+                KeySpecFlags::from_bits_truncate(flags.bits()),
+                BeginSearch::new_index(1),
+                FindKeys::new_range(0, 1, 0),
+            ),
+            KeySpec::new(
+                None,
+                flags | KeySpecFlags::INCOMPLETE,
+                BeginSearch::new_keyword("FORWARD".into(), 4),
+                FindKeys::new_range(0, 1, 0),
+            ),
+        ],
     }
 }
 
@@ -304,7 +343,7 @@ fn key_specs(c: &Command) -> Vec<KeySpec> {
 /// has none: Redis finds its keys through the key spec.
 fn legacy_keys(c: &Command) -> (i32, i32, i32) {
     match c.keys {
-        Keys::Queue => (1, 1, 1),
+        Keys::Queue | Keys::Finish(_) => (1, 1, 1),
         Keys::Counted => (0, 0, 0),
     }
 }
@@ -315,7 +354,13 @@ fn legacy_keys(c: &Command) -> (i32, i32, i32) {
 pub fn register(ctx: &Context) -> Result<Vec<String>, String> {
     let handlers = COMMANDS
         .iter()
-        .map(|c| (c.name.to_str().unwrap_or("orca command"), c.handler))
+        .map(|c| {
+            let locate = match c.keys {
+                Keys::Finish(l) => Some(l),
+                Keys::Queue | Keys::Counted => None,
+            };
+            (c.name.to_str().unwrap_or("orca command"), c.handler, locate)
+        })
         .collect();
     if !hooks::install(handlers) {
         return Err("the command table does not fit the entry points".into());

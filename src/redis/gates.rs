@@ -9,8 +9,8 @@ use redis_module::{Context, RedisError, RedisString};
 use super::access::{core_err, replicate_created_settings, write_queue};
 use super::args::{err, from_master_or_aof, is_kw};
 use super::ffi::{self, signal_ready};
+use super::module_config;
 use super::reply::{CmdResult, Reply};
-use super::settings;
 
 enum GateOp {
     Close,
@@ -24,7 +24,7 @@ fn gate_arg<'a>(ctx: &Context, arg: &'a RedisString) -> Result<&'a [u8], RedisEr
     if g.is_empty() {
         return Err(err("gate name must not be empty"));
     }
-    let max = settings::max_gate_length();
+    let max = module_config::max_gate_length();
     if !from_master_or_aof(ctx) && g.len() > max {
         return Err(err(format!(
             "gate name is {} bytes; the limit is {max} (orca.max-gate-length)",

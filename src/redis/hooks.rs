@@ -30,12 +30,50 @@ const INTERNAL_ERROR: &str = "INTERNAL internal error in the orca module (see th
 /// Most commands the table may hold (one entry point each).
 pub const MAX_COMMANDS: usize = 32;
 
-/// The handlers, by the index of their entry point, with their names.
-static HANDLERS: OnceLock<Vec<(&'static str, Handler)>> = OnceLock::new();
+/// Where a command's keys are, for a command that declares them through the
+/// module (`getkeys-api`): their positions in the arguments, in order.
+pub type Locator = fn(&[RedisString]) -> Vec<usize>;
+
+/// What a command's key is used for (ACL and Cluster): read, written, its
+/// value returned, updated or inserted into: every queue key of a write.
+const KEY_FLAGS: c_int = (raw::REDISMODULE_CMD_KEY_RW
+    | raw::REDISMODULE_CMD_KEY_ACCESS
+    | raw::REDISMODULE_CMD_KEY_UPDATE) as c_int;
+
+/// A command's handler, its name, and its key locator if Redis asks the
+/// module for its keys.
+pub type Entry = (&'static str, Handler, Option<Locator>);
+
+/// The handlers, by the index of their entry point.
+static HANDLERS: OnceLock<Vec<Entry>> = OnceLock::new();
 
 /// Install the handlers (once, at load). Entry point `i` runs handler `i`.
-pub fn install(handlers: Vec<(&'static str, Handler)>) -> bool {
+pub fn install(handlers: Vec<Entry>) -> bool {
     handlers.len() <= MAX_COMMANDS && HANDLERS.set(handlers).is_ok()
+}
+
+/// Redis asks where the keys of a `getkeys-api` command are (ACL, Cluster,
+/// `COMMAND GETKEYS`): report them instead of running the command.
+fn report_keys(ctx: *mut raw::RedisModuleCtx, locate: Locator, args: &[RedisString]) {
+    let Some(at) = (unsafe { raw::RedisModule_KeyAtPosWithFlags }) else {
+        return;
+    };
+    for pos in locate(args) {
+        if let Ok(p) = c_int::try_from(pos) {
+            // SAFETY: valid keys-position context from Redis; it checks the
+            // position against the arguments.
+            unsafe { at(ctx, p, KEY_FLAGS) };
+        }
+    }
+}
+
+/// Is this call Redis asking for the command's keys?
+fn keys_request(ctx: *mut raw::RedisModuleCtx) -> bool {
+    match unsafe { raw::RedisModule_IsKeysPositionRequest } {
+        // SAFETY: valid context from Redis.
+        Some(f) => unsafe { f(ctx) != 0 },
+        None => false,
+    }
 }
 
 /// The C entry point of handler `i`.
@@ -52,11 +90,17 @@ fn dispatch(
     argc: c_int,
 ) -> c_int {
     let context = Context::new(ctx);
-    let Some((name, handler)) = HANDLERS.get().and_then(|h| h.get(i)).copied() else {
+    let Some((name, handler, locate)) = HANDLERS.get().and_then(|h| h.get(i)).copied() else {
         context.reply_error_string("INTERNAL orca command table not installed");
         return OK;
     };
     let args = redis_module::decode_args(ctx, argv, argc);
+    if let Some(locate) = locate {
+        if keys_request(ctx) {
+            guard::contain(name, || report_keys(ctx, locate, &args));
+            return OK;
+        }
+    }
     let written = guard::contain(name, || {
         guard::inject("command");
         match handler(&context, &args) {

@@ -9,8 +9,8 @@ use super::access::{core_err, job_key_arg, read_queue};
 use super::args::{err, is_kw, page_limit, parse_int, Options};
 use super::errors::coded;
 use super::ffi::now_ms;
+use super::module_config;
 use super::reply::{job_fields, owned, CmdResult, Fields, JobReply, Reply, Val};
-use super::settings;
 use crate::core::error::ErrorCode;
 use crate::core::inspect::{metadata_matches, WaitStats};
 use crate::core::{Queue, Settings, State};
@@ -327,7 +327,7 @@ pub fn stats<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     Ok(reply.unwrap_or_else(|| {
         stats_reply(
             &Default::default(),
-            &settings::queue_defaults(),
+            &module_config::queue_defaults(),
             0,
             Vec::new(),
             Vec::new(),

@@ -17,9 +17,9 @@ use super::args::{err, from_master_or_aof, is_kw, parse_ms, Options};
 use super::errors::queue_missing;
 use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
 use super::reply::{CmdResult, JobReply, Reply, Val};
-use super::{settings, stats};
+use super::{module_config, stats};
 use crate::core::config::parse_config_limited;
-use crate::core::{JobConfig, JobInfo, Move, Put, QueueError};
+use crate::core::{JobConfig, JobInfo, Move, Put, QueueError, Settings};
 
 #[derive(Clone, Copy)]
 enum PutKind {
@@ -28,7 +28,7 @@ enum PutKind {
 }
 
 /// Parse a client's (or the master's) config argument.
-fn config_arg(ctx: &Context, json: &RedisString) -> Result<(JobConfig, bool), RedisError> {
+pub fn config_arg(ctx: &Context, json: &RedisString) -> Result<(JobConfig, bool), RedisError> {
     let client = !from_master_or_aof(ctx);
     if client {
         check_payload(json.len(), Payload::Config)?;
@@ -37,13 +37,27 @@ fn config_arg(ctx: &Context, json: &RedisString) -> Result<(JobConfig, bool), Re
     Ok((cfg, client))
 }
 
-fn put<'a>(ctx: &Context, args: &'a [RedisString], kind: PutKind) -> CmdResult<'a> {
-    let [_, name, json, rest @ ..] = args else {
-        return Err(RedisError::WrongArity);
-    };
-    let opts = Options::parse(rest, &["NOW"])?;
-    let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
-    let (mut cfg, client) = config_arg(ctx, json)?;
+/// A put done, to replicate and publish once its command succeeded.
+pub struct Putted {
+    pub reply: Reply<'static>,
+    /// The settings of the queue it created (replicated first).
+    pub created_with: Option<Settings>,
+    created: bool,
+    held: bool,
+    kind: PutKind,
+}
+
+/// Put the parsed config `cfg` (from `json`) into the queue `name` at
+/// `now`, creating the queue if missing; nothing changes on an error.
+fn put_into(
+    ctx: &Context,
+    name: &RedisString,
+    mut cfg: JobConfig,
+    client: bool,
+    json: &RedisString,
+    now: i64,
+    kind: PutKind,
+) -> Result<Putted, RedisError> {
     let payload = json.as_slice();
     let (job, created_with) = write_queue(ctx, name, true, |q| {
         if client {
@@ -64,7 +78,55 @@ fn put<'a>(ctx: &Context, args: &'a [RedisString], kind: PutKind) -> CmdResult<'
         Ok((info, put, autodelay, gate))
     })?;
     let (info, put, autodelay, gate) = job.ok_or_else(queue_missing)?;
-    replicate_created_settings(ctx, name, created_with);
+    Ok(Putted {
+        reply: write_reply(info, put, autodelay, gate),
+        created_with,
+        created: put.created,
+        held: put.held,
+        kind,
+    })
+}
+
+/// `ORCA.ENQUEUE <name> <json>` at `now` inside another command (the
+/// successor of a hand-off): reply, replication and events are the
+/// caller's (`publish_put` for the events).
+pub fn enqueue_into(
+    ctx: &Context,
+    name: &RedisString,
+    cfg: JobConfig,
+    client: bool,
+    json: &RedisString,
+    now: i64,
+) -> Result<Putted, RedisError> {
+    put_into(ctx, name, cfg, client, json, now, PutKind::Enqueue)
+}
+
+/// Counts, the keyspace event and the wake-up of a put.
+pub fn publish_put(ctx: &Context, name: &RedisString, p: &Putted) {
+    if p.created {
+        stats::add(&stats::ENQUEUED, 1);
+    }
+    let event = match (p.kind, p.created, p.held) {
+        (_, false, _) => c"orca.update",
+        (_, true, true) => c"orca.held",
+        (PutKind::Enqueue, true, false) => c"orca.enqueue",
+        (PutKind::Immediate, true, false) => c"orca.immediate",
+    };
+    ffi::notify(ctx, event, name);
+    if !p.held {
+        signal_ready(ctx, name);
+    }
+}
+
+fn put<'a>(ctx: &Context, args: &'a [RedisString], kind: PutKind) -> CmdResult<'a> {
+    let [_, name, json, rest @ ..] = args else {
+        return Err(RedisError::WrongArity);
+    };
+    let opts = Options::parse(rest, &["NOW"])?;
+    let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
+    let (cfg, client) = config_arg(ctx, json)?;
+    let p = put_into(ctx, name, cfg, client, json, now, kind)?;
+    replicate_created_settings(ctx, name, p.created_with);
     let cmd = match kind {
         PutKind::Enqueue => c"ORCA.ENQUEUE",
         PutKind::Immediate => c"ORCA.IMMEDIATE",
@@ -79,20 +141,8 @@ fn put<'a>(ctx: &Context, args: &'a [RedisString], kind: PutKind) -> CmdResult<'
             Arg::Int(now),
         ],
     );
-    if put.created {
-        stats::add(&stats::ENQUEUED, 1);
-    }
-    let event = match (kind, put.created, put.held) {
-        (_, false, _) => c"orca.update",
-        (_, true, true) => c"orca.held",
-        (PutKind::Enqueue, true, false) => c"orca.enqueue",
-        (PutKind::Immediate, true, false) => c"orca.immediate",
-    };
-    ffi::notify(ctx, event, name);
-    if !put.held {
-        signal_ready(ctx, name);
-    }
-    Ok(write_reply(info, put, autodelay, gate))
+    publish_put(ctx, name, &p);
+    Ok(p.reply)
 }
 
 /// The write reply of a put: the job reply without payload, `created`,
@@ -198,7 +248,7 @@ pub fn move_job<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
     let buffer = opts
         .ms("BUFFER")?
-        .unwrap_or_else(settings::move_to_back_buffer);
+        .unwrap_or_else(module_config::move_to_back_buffer);
     let key = job_key_or(ctx, name, key_arg, QueueError::NoSuchJob)?;
     let how = if release {
         Move::Release

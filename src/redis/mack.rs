@@ -17,7 +17,7 @@ use super::hooks;
 use super::pop::{take_with, PopArgs};
 use super::reply::{CmdResult, Format, Reply};
 use super::worker::check_next_block;
-use super::{settings, stats};
+use super::{module_config, stats};
 use crate::core::error::ErrorCode;
 use crate::core::limits::lease_deadline;
 use crate::core::{JobKey, QueueError};
@@ -46,11 +46,11 @@ struct Next {
 /// Parse what follows `NEXT` (`count` defaults to `n`, the leases given).
 fn parse_next(ctx: &Context, after: &[RedisString], n: i64) -> Result<Next, RedisError> {
     let opts = Options::parse(after, &["LEASE", "COUNT", "FORMAT", "BLOCK"])?;
-    let lease = opts.ms("LEASE")?.unwrap_or_else(settings::lease_time);
+    let lease = opts.ms("LEASE")?.unwrap_or_else(module_config::lease_time);
     let max = if from_master_or_aof(ctx) {
         i64::MAX
     } else {
-        settings::max_pop_count()
+        module_config::max_pop_count()
     };
     // "Up to n jobs": a COUNT above orca.max-pop-count takes that many (a
     // client refilling its slots need not know the server's limit).
@@ -147,7 +147,7 @@ fn parse<'a>(ctx: &Context, args: &'a [RedisString]) -> Result<MackArgs<'a>, Red
     };
     check_pins(ctx, &a)?;
     check_pins(ctx, &b)?;
-    let ttl = one("TTL")?.unwrap_or_else(settings::result_ttl);
+    let ttl = one("TTL")?.unwrap_or_else(module_config::result_ttl);
     let now = one("NOW")?.unwrap_or_else(now_ms);
     let next = match next {
         None => None,
@@ -228,7 +228,12 @@ pub fn mack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     };
     let p = PopArgs {
         count: Some(next.count),
-        ..PopArgs::next(next.lease, m.now, settings::max_attempts(), next.format)
+        ..PopArgs::next(
+            next.lease,
+            m.now,
+            module_config::max_attempts(),
+            next.format,
+        )
     };
     let head = |ctx: &Context| {
         ffi::reply::array(ctx, 2);
@@ -295,7 +300,7 @@ fn on_ready<'a>(ctx: &Context, args: &'a [RedisString]) -> Option<CmdResult<'a>>
         count: Some(next.count),
         now: None,
         waking: true,
-        ..PopArgs::next(next.lease, 0, settings::max_attempts(), next.format)
+        ..PopArgs::next(next.lease, 0, module_config::max_attempts(), next.format)
     };
     let head = |ctx: &Context| {
         ffi::reply::array(ctx, 2);

@@ -17,7 +17,7 @@ use super::errors::coded;
 use super::ffi::{self, deny_blocking, now_ms, signal_ready, Arg, Kw};
 use super::hooks;
 use super::reply::{self, CmdResult, Format, Reply};
-use super::{settings, stats, timer};
+use super::{module_config, stats, timer};
 use crate::core::error::ErrorCode;
 use crate::core::TickReport;
 
@@ -63,7 +63,7 @@ fn parse_pop(ctx: &Context, rest: &[RedisString]) -> Result<PopArgs, RedisError>
             let max = if from_master_or_aof(ctx) {
                 i64::MAX
             } else {
-                settings::max_pop_count()
+                module_config::max_pop_count()
             };
             if !(1..=max).contains(&n) {
                 return Err(over_max(
@@ -76,7 +76,7 @@ fn parse_pop(ctx: &Context, rest: &[RedisString]) -> Result<PopArgs, RedisError>
         }
     };
     Ok(PopArgs {
-        lease: opts.ms("LEASE")?.unwrap_or_else(settings::lease_time),
+        lease: opts.ms("LEASE")?.unwrap_or_else(module_config::lease_time),
         block: opts.ms("BLOCK")?,
         count,
         now: opts.ms("NOW")?,
@@ -107,7 +107,7 @@ pub fn take_with<'a>(
     head: &dyn Fn(&Context),
 ) -> Result<Option<Reply<'a>>, RedisError> {
     let now = p.now.unwrap_or_else(now_ms);
-    let policy = settings::policy(Some(p.max_attempts));
+    let policy = module_config::policy(Some(p.max_attempts));
     let count = p.count.unwrap_or(1) as usize;
     let (res, _) = write_queue(ctx, name, false, |q| {
         if p.waking && !q.can_hand_out(now) {

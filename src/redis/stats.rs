@@ -27,6 +27,8 @@ pub static EXPIRED: AtomicI64 = AtomicI64::new(0);
 pub static RETRIED: AtomicI64 = AtomicI64::new(0);
 pub static DIED: AtomicI64 = AtomicI64::new(0);
 pub static LIFETIME_EXPIRED: AtomicI64 = AtomicI64::new(0);
+/// Successors enqueued by `ACK`/`NACK ... FORWARD`.
+pub static FORWARDED: AtomicI64 = AtomicI64::new(0);
 
 /// (queued, delayed, leased, dead, held)
 pub type Counts = (usize, usize, usize, usize, usize);
@@ -88,6 +90,7 @@ pub fn info(ctx: &InfoContext) {
                 .and_then(|s| s.field("retried", g(&RETRIED)))
                 .and_then(|s| s.field("dead", g(&DIED)))
                 .and_then(|s| s.field("lifetime_expired", g(&LIFETIME_EXPIRED)))
+                .and_then(|s| s.field("forwarded", g(&FORWARDED)))
                 .and_then(|s| s.build_section())
         })
         .and_then(|b| b.build_info());

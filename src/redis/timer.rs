@@ -19,7 +19,7 @@ use redis_module::{Context, ContextFlags, RedisString};
 use super::access::open_for_tick;
 use super::ffi::{self, now_ms, select_db, selected_db, signal_ready, Arg, Kw};
 use super::hooks::FilterArgs;
-use super::{guard, settings, stats, tracking};
+use super::{guard, module_config, stats, tracking};
 use crate::core::TickReport;
 
 thread_local! {
@@ -153,8 +153,8 @@ fn tick_due(ctx: &Context) {
     if ffi::shutdown_pending(ctx) {
         return;
     }
-    let max_attempts = settings::max_attempts();
-    let policy = settings::policy(Some(max_attempts));
+    let max_attempts = module_config::max_attempts();
+    let policy = module_config::policy(Some(max_attempts));
     let home = selected_db(ctx);
     for (db, name) in due {
         if !select_db(ctx, db) {

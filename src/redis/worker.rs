@@ -9,19 +9,22 @@ use std::borrow::Cow;
 use redis_module::{Context, RedisError, RedisString};
 
 use super::access::{
-    check_payload, core_err, job_key_arg, job_key_or, read_queue, write_queue, Payload,
+    check_payload, core_err, job_key_arg, job_key_or, read_queue, replicate_created_settings,
+    write_queue, Payload,
 };
 use super::args::{
     check_pins, err, format, from_master_or_aof, is_kw, max_attempts, page_limit, parse_int,
     parse_ms, Options,
 };
 use super::ffi::{self, deny_blocking, now_ms, signal_ready, Arg, Kw};
+use super::finish;
+use super::jobs::{config_arg, enqueue_into, publish_put, Putted};
 use super::pop::{self, take, PopArgs};
-use super::reply::{owned, CmdResult, Fields, Format, JobReply, Reply, Val};
-use super::{settings, stats, timer};
+use super::reply::{self, owned, CmdResult, Fields, Format, JobReply, Reply, Val};
+use super::{module_config, stats, timer};
 use crate::core::limits::lease_deadline;
 use crate::core::worker::Dead;
-use crate::core::{JobKey, NackOutcome, QueueError};
+use crate::core::{JobConfig, JobKey, NackOutcome, QueueError};
 
 /// A dead letter's reply: the job reply with `state`, `died_at`, `cause`.
 pub fn dead_reply<'a>(j: JobReply<'a>, d: &Dead) -> Reply<'a> {
@@ -41,7 +44,7 @@ fn lease_arg(arg: &RedisString) -> Result<u64, RedisError> {
 /// The orca key and lease token of an ACK, NACK or EXTEND. Neither can be
 /// malformed in a lease the queue holds, so either is "lease not held",
 /// after the type check (`WRONGTYPE` first, as for well-formed ones).
-fn fenced(
+fn parse_lease_args(
     ctx: &Context,
     name: &RedisString,
     key_arg: &RedisString,
@@ -53,21 +56,6 @@ fn fenced(
         read_queue(ctx, name, |_| Ok(()))?;
     }
     Ok((key, token?))
-}
-
-/// The options of ACK/NACK and, after `NEXT`, of the pop that follows.
-/// `NEXT` takes no value; `LEASE ms` may follow it.
-fn split_next(rest: &[RedisString]) -> (&[RedisString], Option<&[RedisString]>) {
-    // Option values are never bare `NEXT` at an even offset: options come
-    // in NAME value pairs, so look only where a name stands.
-    let mut i = 0;
-    while i < rest.len() {
-        if is_kw(&rest[i], "NEXT") {
-            return (&rest[..i], rest.get(i + 1..));
-        }
-        i += 2;
-    }
-    (rest, None)
 }
 
 /// What follows `NEXT`: the lease of the job it takes (`LEASE ms`, or the
@@ -83,21 +71,32 @@ struct Next {
 fn next_lease(after: &[RedisString]) -> Result<Next, RedisError> {
     let opts = Options::parse(after, &["LEASE", "FORMAT", "BLOCK"])?;
     Ok(Next {
-        lease: opts.ms("LEASE")?.unwrap_or_else(settings::lease_time),
+        lease: opts.ms("LEASE")?.unwrap_or_else(module_config::lease_time),
         format: format(&opts)?,
         block: opts.ms("BLOCK")?,
     })
 }
 
 /// Refuse, before the ACK/NACK runs, a `NEXT` whose lease cannot be taken
-/// at `now` or that would block where a client cannot: an error must leave
-/// the queue as it was, so the pop half cannot be the first to find out.
-fn check_next(ctx: &Context, next: Option<Next>, now: i64) -> Result<(), RedisError> {
+/// at `now` or that would block where a client cannot (or with a
+/// `FORWARD`, whose reply is written at once): an error must leave the
+/// queue as it was, so the pop half cannot be the first to find out.
+fn check_next(
+    ctx: &Context,
+    next: Option<Next>,
+    now: i64,
+    forward: bool,
+) -> Result<(), RedisError> {
     let Some(n) = next else {
         return Ok(());
     };
     if lease_deadline(now, n.lease).is_none() {
         return Err(core_err(QueueError::TimeOverflow));
+    }
+    if forward && n.block.is_some() {
+        return Err(err(
+            "BLOCK is not allowed with FORWARD; send NEXT without BLOCK",
+        ));
     }
     check_next_block(ctx, n.block)
 }
@@ -136,15 +135,18 @@ fn next_job<'a>(
 /// finish is done (it ran when the command did); hand out the next job, or
 /// keep waiting. Replicated as a woken `ORCA.POP ... BLOCK` is.
 fn next_on_ready<'a>(ctx: &Context, args: &'a [RedisString]) -> Option<CmdResult<'a>> {
-    let [_, name, _, _, rest @ ..] = args else {
+    let [cmd, name, _, _, rest @ ..] = args else {
         return Some(Err(RedisError::WrongArity));
     };
-    let (before, after) = split_next(rest);
     let woken = || -> Result<PopArgs, RedisError> {
-        let next = next_lease(after.unwrap_or(&[]))?;
+        let g = match is_kw(cmd, "ORCA.NACK") {
+            true => finish::NACK,
+            false => finish::ACK,
+        };
+        let f = finish::parse(g, rest)?;
+        let next = next_lease(f.next.unwrap_or(&[]))?;
         // A NACK's pinned MAXATTEMPTS applies to its NEXT too (as without BLOCK).
-        let opts = Options::parse(before, &["RESULT", "TTL", "NOW", "DELAY", "MAXATTEMPTS"])?;
-        let max_attempts = max_attempts(&opts)?;
+        let max_attempts = max_attempts(&f.opts)?;
         Ok(PopArgs {
             now: None,
             waking: true,
@@ -164,19 +166,103 @@ fn wake_if_uncapped(ctx: &Context, name: &RedisString, woken: bool) {
     }
 }
 
-/// `ORCA.ACK <queue> <orca-key> <lease> [RESULT payload] [TTL ms]
-/// [NEXT [LEASE ms] [FORMAT MAP|VALUES]]`
+/// The successor of a hand-off (`FORWARD <queue2> <config>`): its config,
+/// parsed before anything changes.
+struct Forward<'a> {
+    queue: &'a RedisString,
+    json: &'a RedisString,
+    cfg: JobConfig,
+    client: bool,
+}
+
+fn forward_arg<'a>(
+    ctx: &Context,
+    f: Option<(&'a RedisString, &'a RedisString)>,
+) -> Result<Option<Forward<'a>>, RedisError> {
+    let Some((queue, json)) = f else {
+        return Ok(None);
+    };
+    let (cfg, client) = config_arg(ctx, json)?;
+    Ok(Some(Forward {
+        queue,
+        json,
+        cfg,
+        client,
+    }))
+}
+
+/// Enqueue a hand-off's successor (before the finish: the half that may
+/// refuse, and refuses without changing anything).
+fn forward_put(ctx: &Context, f: Forward, now: i64) -> Result<Putted, RedisError> {
+    enqueue_into(ctx, f.queue, f.cfg, f.client, f.json, now)
+}
+
+/// After a hand-off: the successor queue's settings if the forward created
+/// it (replicated before the command), then its events once the command
+/// replicated.
+fn forward_done(ctx: &Context, queue: &RedisString, p: &Putted) {
+    stats::add(&stats::FORWARDED, 1);
+    publish_put(ctx, queue, p);
+}
+
+/// The reply of a finish: `first` (its own reply), or with `NEXT` the next
+/// job; with `FORWARD` (`successor` is `Some`) a two-element array of that
+/// and the successor's write reply (nil if nothing was forwarded).
+fn finish_reply<'a>(
+    ctx: &Context,
+    name: &'a RedisString,
+    next: Option<Next>,
+    (now, max_attempts): (i64, i64),
+    first: Reply<'a>,
+    successor: Option<Option<Putted>>,
+) -> CmdResult<'a> {
+    let Some(successor) = successor else {
+        return match next {
+            Some(next) => next_job(ctx, name, next, now, max_attempts),
+            None => Ok(first),
+        };
+    };
+    let second = successor.map_or(Reply::Null, |p| p.reply);
+    let Some(Next { lease, format, .. }) = next else {
+        return Ok(Reply::Array(vec![first, second]));
+    };
+    // The next job is written by the pop itself (its payload borrowed from
+    // the queue), so the array around it is written piece by piece.
+    ffi::reply::array(ctx, 2);
+    let p = PopArgs::next(lease, now, max_attempts, format);
+    match take(ctx, name, &p, false) {
+        Ok(Some(r)) => reply::send(ctx, &r),
+        Ok(None) => reply::send(ctx, &Reply::Null),
+        Err(e) => super::errors::send_err(ctx, e),
+    }
+    reply::send(ctx, &second);
+    Ok(Reply::Sent)
+}
+
+/// Check a finish before a hand-off changes anything: run `check` on the
+/// queue; a missing queue holds no lease.
+fn finish_check(
+    ctx: &Context,
+    name: &RedisString,
+    check: impl FnOnce(&crate::core::Queue) -> Result<bool, QueueError>,
+) -> Result<bool, RedisError> {
+    read_queue(ctx, name, |q| check(q).map_err(core_err))?
+        .ok_or_else(|| core_err(QueueError::LeaseNotHeld))
+}
+
+/// `ORCA.ACK <queue> <orca-key> <lease> [RESULT payload] [TTL ms] [STOP]
+/// [FORWARD <queue2> <config>] [NEXT [LEASE ms] [FORMAT MAP|VALUES]]`
 pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let [_, name, key_arg, token_arg, rest @ ..] = args else {
         return Err(RedisError::WrongArity);
     };
-    let (rest, next) = split_next(rest);
-    let next_lease = next.map(next_lease).transpose()?;
-    let opts = Options::parse_also(rest, &["RESULT", "TTL", "NOW"], &["NEXT"])?;
-    check_pins(ctx, &opts)?;
-    let ttl = opts.ms("TTL")?.unwrap_or_else(settings::result_ttl);
+    let f = finish::parse(finish::ACK, rest)?;
+    let next_lease = f.next.map(next_lease).transpose()?;
+    let opts = &f.opts;
+    check_pins(ctx, opts)?;
+    let ttl = opts.ms("TTL")?.unwrap_or_else(module_config::result_ttl);
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
-    check_next(ctx, next_lease, now)?;
+    check_next(ctx, next_lease, now, f.forward.is_some())?;
     let result_arg = opts.get("RESULT");
     let result = result_arg.map(|r| r.as_slice());
     if let Some(r) = result {
@@ -184,67 +270,92 @@ pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
             check_payload(r.len(), Payload::Result)?;
         }
     }
-    let (key, token) = fenced(ctx, name, key_arg, token_arg)?;
+    let forward = forward_arg(ctx, f.forward)?;
+    let (key, token) = parse_lease_args(ctx, name, key_arg, token_arg)?;
+    // A hand-off: the ACK cannot refuse once checked, so the successor
+    // (which refuses before changing anything) goes first.
+    let successor = match forward {
+        Some(fw) => {
+            finish_check(ctx, name, |q| {
+                q.ack_check(&key, token, result.is_some(), now)
+                    .map(|_| true)
+            })?;
+            let q2 = fw.queue;
+            Some((q2, forward_put(ctx, fw, now)?))
+        }
+        None => None,
+    };
     let (done, _) = write_queue(ctx, name, false, |q| {
         q.ack(&key, token, result, now, ttl).map_err(core_err)?;
         Ok(q.take_woken())
     })?;
     let woken = done.ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
-    let (key_arg, token_arg) = (Arg::Client(key_arg), Arg::Client(token_arg));
-    match result_arg {
-        Some(r) => ffi::replicate(
-            ctx,
-            c"ORCA.ACK",
-            &[
-                Arg::Client(name),
-                key_arg,
-                token_arg,
-                Arg::Keyword(Kw::Result),
-                Arg::Client(r),
-                Arg::Keyword(Kw::Ttl),
-                Arg::Int(ttl),
-                Arg::Keyword(Kw::Now),
-                Arg::Int(now),
-            ],
-        ),
-        None => ffi::replicate(
-            ctx,
-            c"ORCA.ACK",
-            &[
-                Arg::Client(name),
-                key_arg,
-                token_arg,
-                Arg::Keyword(Kw::Ttl),
-                Arg::Int(ttl),
-                Arg::Keyword(Kw::Now),
-                Arg::Int(now),
-            ],
-        ),
+    if let Some((q2, p)) = &successor {
+        replicate_created_settings(ctx, q2, p.created_with);
     }
+    let mut rep: Vec<Arg> = vec![
+        Arg::Client(name),
+        Arg::Client(key_arg),
+        Arg::Client(token_arg),
+    ];
+    if let Some(r) = result_arg {
+        rep.extend([Arg::Keyword(Kw::Result), Arg::Client(r)]);
+    }
+    rep.extend([
+        Arg::Keyword(Kw::Ttl),
+        Arg::Int(ttl),
+        Arg::Keyword(Kw::Now),
+        Arg::Int(now),
+    ]);
+    if f.stop {
+        rep.push(Arg::Bytes(b"STOP"));
+    }
+    if let (Some((q2, _)), Some((_, json))) = (&successor, f.forward) {
+        rep.extend([Arg::Bytes(b"FORWARD"), Arg::Client(q2), Arg::Client(json)]);
+    }
+    ffi::replicate(ctx, c"ORCA.ACK", &rep);
     stats::add(&stats::ACKED, 1);
     ffi::notify(ctx, c"orca.ack", name);
     wake_if_uncapped(ctx, name, woken);
-    match next_lease {
-        Some(next) => next_job(ctx, name, next, now, settings::max_attempts()),
-        None => Ok(Reply::Int(1)),
+    if let Some((q2, p)) = &successor {
+        forward_done(ctx, q2, p);
     }
+    let successor = successor.map(|(_, p)| Some(p));
+    let pins = (now, module_config::max_attempts());
+    finish_reply(ctx, name, next_lease, pins, Reply::Int(1), successor)
 }
 
-/// `ORCA.NACK <queue> <orca-key> <lease> [DELAY ms] [NEXT [LEASE ms] [FORMAT MAP|VALUES]]`
+/// `ORCA.NACK <queue> <orca-key> <lease> [DELAY ms] [FORWARD <queue2> <config>]
+/// [NEXT [LEASE ms] [FORMAT MAP|VALUES]]`
 pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let [_, name, key_arg, token_arg, rest @ ..] = args else {
         return Err(RedisError::WrongArity);
     };
-    let (rest, next) = split_next(rest);
-    let next_lease = next.map(next_lease).transpose()?;
-    let opts = Options::parse_also(rest, &["DELAY", "NOW", "MAXATTEMPTS"], &["NEXT"])?;
-    check_pins(ctx, &opts)?;
+    let f = finish::parse(finish::NACK, rest)?;
+    let next_lease = f.next.map(next_lease).transpose()?;
+    let opts = &f.opts;
+    check_pins(ctx, opts)?;
     let delay = opts.ms("DELAY")?;
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
-    check_next(ctx, next_lease, now)?;
-    let max_attempts = max_attempts(&opts)?;
-    let policy = settings::policy(Some(max_attempts));
-    let (key, token) = fenced(ctx, name, key_arg, token_arg)?;
+    check_next(ctx, next_lease, now, f.forward.is_some())?;
+    let max_attempts = max_attempts(opts)?;
+    let policy = module_config::policy(Some(max_attempts));
+    let forward = forward_arg(ctx, f.forward)?;
+    let (key, token) = parse_lease_args(ctx, name, key_arg, token_arg)?;
+    // The successor goes only with a death, known before anything changes.
+    let forward_to = f.forward.map(|(q2, _)| q2);
+    let successor = match forward {
+        Some(fw) => {
+            let dies = finish_check(ctx, name, |q| {
+                q.nack_check(&key, token, delay, now, &policy)
+            })?;
+            match dies {
+                true => Some(forward_put(ctx, fw, now)?),
+                false => None,
+            }
+        }
+        None => None,
+    };
     let (outcome, _) = write_queue(ctx, name, false, |q| {
         let o = q.nack(&key, token, delay, now, &policy).map_err(core_err)?;
         Ok((o, q.take_woken()))
@@ -254,24 +365,30 @@ pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         NackOutcome::Retry { retry_at, .. } => retry_at - now,
         _ => 0,
     };
-    ffi::replicate(
-        ctx,
-        c"ORCA.NACK",
-        &[
-            Arg::Client(name),
-            Arg::Client(key_arg),
-            Arg::Client(token_arg),
-            Arg::Keyword(Kw::Delay),
-            Arg::Int(pinned_delay),
-            Arg::Keyword(Kw::Now),
-            Arg::Int(now),
-            Arg::Keyword(Kw::MaxAttempts),
-            Arg::Int(max_attempts),
-        ],
-    );
+    if let (Some(q2), Some(p)) = (forward_to, &successor) {
+        replicate_created_settings(ctx, q2, p.created_with);
+    }
+    let mut rep: Vec<Arg> = vec![
+        Arg::Client(name),
+        Arg::Client(key_arg),
+        Arg::Client(token_arg),
+        Arg::Keyword(Kw::Delay),
+        Arg::Int(pinned_delay),
+        Arg::Keyword(Kw::Now),
+        Arg::Int(now),
+        Arg::Keyword(Kw::MaxAttempts),
+        Arg::Int(max_attempts),
+    ];
+    if let (Some((q2, json)), Some(_)) = (f.forward, &successor) {
+        rep.extend([Arg::Bytes(b"FORWARD"), Arg::Client(q2), Arg::Client(json)]);
+    }
+    ffi::replicate(ctx, c"ORCA.NACK", &rep);
     stats::add(&stats::NACKED, 1);
     ffi::notify(ctx, c"orca.nack", name);
     wake_if_uncapped(ctx, name, woken);
+    if let (Some(q2), Some(p)) = (forward_to, &successor) {
+        forward_done(ctx, q2, p);
+    }
     let reply = match outcome {
         NackOutcome::Retry { retry_at, attempts } => {
             if retry_at <= now {
@@ -293,10 +410,8 @@ pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         }
         NackOutcome::Superseded => Fields::new().str("outcome", "superseded").build(),
     };
-    match next_lease {
-        Some(next) => next_job(ctx, name, next, now, max_attempts),
-        None => Ok(reply),
-    }
+    let successor = forward_to.map(|_| successor);
+    finish_reply(ctx, name, next_lease, (now, max_attempts), reply, successor)
 }
 
 /// `ORCA.EXTEND <queue> <orca-key> <lease> <ms>`
@@ -309,7 +424,7 @@ pub fn extend<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     let opts = Options::parse(&args[5..], &["NOW"])?;
     check_pins(ctx, &opts)?;
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
-    let (key, token) = fenced(ctx, name, &args[2], &args[3])?;
+    let (key, token) = parse_lease_args(ctx, name, &args[2], &args[3])?;
     let (deadline, _) = write_queue(ctx, name, false, |q| {
         q.extend(&key, token, ms, now).map_err(core_err)
     })?;
@@ -422,7 +537,7 @@ pub fn tick<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     check_pins(ctx, &opts)?;
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
     let max_attempts = max_attempts(&opts)?;
-    let policy = settings::policy(Some(max_attempts));
+    let policy = module_config::policy(Some(max_attempts));
     let (report, _) = write_queue(ctx, name, false, |q| Ok(q.tick(now, &policy)))?;
     let report = report.unwrap_or_default();
     if report.changed() {

@@ -328,11 +328,11 @@ fn unknown_options_list_every_option_of_their_command() {
         ),
         (
             args!["ORCA.ACK", q, &k, &l, "FOO", "1"],
-            "ERR unknown option 'FOO' (allowed: RESULT, TTL, NOW, NEXT)".into(),
+            "ERR unknown option 'FOO' (allowed: RESULT, TTL, NOW, STOP, FORWARD, NEXT)".into(),
         ),
         (
             args!["ORCA.NACK", q, &k, &l, "FOO", "1"],
-            "ERR unknown option 'FOO' (allowed: DELAY, NOW, MAXATTEMPTS, NEXT)".into(),
+            "ERR unknown option 'FOO' (allowed: DELAY, NOW, MAXATTEMPTS, FORWARD, NEXT)".into(),
         ),
     ];
     for (a, want) in &cases {

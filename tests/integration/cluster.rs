@@ -391,3 +391,77 @@ fn cluster_routes_queues_and_moves_one_intact() {
     check_everywhere(&mut conns, &all);
     assert_check(&mut conns[dst], live);
 }
+
+/// A hand-off (`ACK ... FORWARD`) names its second queue as a key: within
+/// one slot (a hash tag) it works through the cluster client; across slots
+/// the server answers CROSSSLOT and neither queue changes.
+#[test]
+fn cluster_hands_off_within_a_slot_and_refuses_across_slots() {
+    let nodes: Vec<Server> = (0..3).map(|_| start_node()).collect();
+    create_cluster(&nodes);
+    wait_cluster_ok(&nodes);
+    let mut conns: Vec<redis::Connection> = nodes.iter().map(|n| n.conn()).collect();
+    let client = ClusterClient::new(
+        nodes
+            .iter()
+            .map(|n| format!("redis://127.0.0.1:{}/", n.port))
+            .collect::<Vec<_>>(),
+    )
+    .expect("cluster client");
+    let mut cc = client.get_connection().expect("cluster connection");
+    let (compile, test) = ("{sub}:compile", "{sub}:test");
+    for j in ["a", "b"] {
+        cl_ok(&mut cc, &args!["ORCA.ENQUEUE", compile, config(j, None, 0)]);
+    }
+    let f = cl_pop(&mut cc, compile, LONG).expect("pop");
+    let v = cl_ok(
+        &mut cc,
+        &args![
+            "ORCA.ACK",
+            compile,
+            text(&f, "key"),
+            lease(&f),
+            "FORWARD",
+            test,
+            config("a-test", None, 0)
+        ],
+    );
+    assert!(matches!(&v, Value::Array(a) if a.len() == 2), "{v:?}");
+    assert_eq!(as_int(&cl_ok(&mut cc, &args!["ORCA.LEN", test])), 1);
+
+    // Across slots: refused on the node that owns the first queue.
+    let f = cl_pop(&mut cc, compile, LONG).expect("pop");
+    let n = owner(&mut conns, compile);
+    let before = digest(&mut conns[n], compile);
+    let e = error_text(&raw(
+        &mut conns[n],
+        &args![
+            "ORCA.ACK",
+            compile,
+            text(&f, "key"),
+            lease(&f),
+            "FORWARD",
+            "elsewhere",
+            config("b-test", None, 0)
+        ],
+    ))
+    .expect("an error");
+    assert!(e.starts_with("CROSSSLOT"), "{e}");
+    assert_eq!(digest(&mut conns[n], compile), before);
+    assert_eq!(as_int(&cl_ok(&mut cc, &args!["EXISTS", "elsewhere"])), 0);
+    // The delivery is still held: it finishes within the slot.
+    cl_ok(
+        &mut cc,
+        &args![
+            "ORCA.ACK",
+            compile,
+            text(&f, "key"),
+            lease(&f),
+            "FORWARD",
+            test,
+            config("b-test", None, 0)
+        ],
+    );
+    assert_eq!(as_int(&cl_ok(&mut cc, &args!["ORCA.LEN", test])), 2);
+    check_everywhere(&mut conns, &[compile.into(), test.into()]);
+}

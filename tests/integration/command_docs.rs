@@ -15,9 +15,11 @@ const COMMANDS: &[(&str, i64, &[&str])] = &[
     ("orca.delete", 3, &["write", "fast"]),
     ("orca.pop", -2, &["write", "fast"]),
     ("orca.mpop", -3, &["write", "movablekeys"]),
-    ("orca.ack", -4, &["write", "fast"]),
+    // ACK and NACK may name a second queue (`FORWARD <queue2>`): the module
+    // reports their keys (`getkeys-api`), so they are "movablekeys".
+    ("orca.ack", -4, &["write", "fast", "movablekeys"]),
     ("orca.mack", -5, &["write"]),
-    ("orca.nack", -4, &["write", "fast"]),
+    ("orca.nack", -4, &["write", "fast", "movablekeys"]),
     // Documented as 5 arguments, but the server replicates it with `NOW <ms>`
     // pinned, so -5 is also right (5 makes replicas refuse the stream).
     ("orca.extend", 5, &["write", "fast"]),
@@ -121,11 +123,23 @@ fn command_info_docs_getkeys_and_acl() {
             (1, 1, 1),
             "{name} keys"
         );
-        // One key spec: the queue at index 1.
+        // One key spec: the queue at index 1 (a finish has a second one:
+        // the key after a FORWARD, incomplete, see `forward.rs`).
         let Value::Array(specs) = &info[8] else {
             panic!("{name} key specs {:?}", info[8])
         };
-        assert_eq!(specs.len(), 1, "{name} key specs");
+        let finish = ["orca.ack", "orca.nack"].contains(&name);
+        assert_eq!(specs.len(), 1 + finish as usize, "{name} key specs");
+        if finish {
+            let second = pairs(&specs[1]);
+            let f: BTreeSet<String> = strings(&second["flags"]).into_iter().collect();
+            assert!(f.contains("incomplete") && f.contains("RW"), "{name} {f:?}");
+            let begin = pairs(&second["begin_search"]);
+            assert_eq!(as_string(&begin["type"]), "keyword");
+            let spec = pairs(&begin["spec"]);
+            assert_eq!(as_string(&spec["keyword"]), "FORWARD");
+            assert_eq!(as_int(&spec["startfrom"]), 4);
+        }
         let spec = pairs(&specs[0]);
         let spec_flags: BTreeSet<String> = strings(&spec["flags"]).into_iter().collect();
         let rw = if flags.contains(&"readonly") {

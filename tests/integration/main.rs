@@ -19,6 +19,7 @@ mod enqueue;
 mod error_codes;
 mod events;
 mod format_values;
+mod forward;
 mod fuzz_live;
 mod fuzz_regressions;
 mod gates;

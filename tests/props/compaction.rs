@@ -8,10 +8,12 @@
 //! encodings (which name jobs by key and collations by name, never by
 //! record id) must be equal. The runs rush a few thousand jobs in
 //! (singles, small and large collations, immediate and held jobs, leases,
-//! retries, dead letters, caps, moved reservations with nonces) and drain
-//! them, so every slab shrinks while records of every kind move.
+//! retries, dead letters, caps, automatic delays, moved reservations with
+//! nonces) and drain them, so every slab shrinks while records of every
+//! kind move.
 
 use orca::core::compact::MOVES_PER_WRITE;
+use orca::core::settings::AutoDelay;
 use orca::core::{JobConfig, JobKey, Move, Policy, Queue, QueueError};
 
 use crate::common::{seeds, steps, Rng};
@@ -154,7 +156,9 @@ impl Pair {
         Ok(())
     }
 
-    /// Workers: pop (leased or not), ack, nack, tick; now and then a cap.
+    /// Workers: pop (leased or not), ack, nack, tick; now and then a cap or
+    /// an automatic delay (whose submission windows pin their collations:
+    /// a collation named by a window never moves).
     fn work(&mut self, now: i64) -> Result<(), String> {
         match self.rng.below(10) {
             0..=4 => {
@@ -198,7 +202,17 @@ impl Pair {
             }
             _ => {
                 let mut s = *self.q.settings();
-                s.max_running = if s.max_running == 0 { 2 } else { 0 };
+                if self.rng.chance(50) {
+                    s.max_running = if s.max_running == 0 { 2 } else { 0 };
+                } else if s.autodelay.on() {
+                    s.autodelay = AutoDelay::default();
+                } else {
+                    s.autodelay = AutoDelay {
+                        window: 2_000,
+                        step: 10,
+                        cap: 200,
+                    };
+                }
                 let a = self.q.set_settings(s);
                 let b = self.twin.set_settings(s);
                 ensure_same("settings", a, b)?;

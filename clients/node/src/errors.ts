@@ -3,6 +3,22 @@
  * code ("Error codes"): the class is chosen by that code alone, never by the text. `code` is
  * the code, `message` the text after the code and its fields, `reply` the full reply text.
  */
+/**
+ * Throw it (or a subclass) from a worker's handler for an expected failure: the delivery is NACKed
+ * as for any error. `delayMs` says when to retry (the NACK's `DELAY`: a receiver's `Retry-After`),
+ * instead of the worker's `nackDelayMs` or the server's backoff. Not a server error.
+ */
+export class JobFailed extends Error {
+  readonly delayMs: number | undefined;
+  constructor(message: string, options: { delayMs?: number } = {}) {
+    super(message);
+    this.name = "JobFailed";
+    const d = options.delayMs;
+    if (d !== undefined && !Number.isSafeInteger(d)) throw new RangeError("delayMs must be an integer (ms)");
+    this.delayMs = d === undefined ? undefined : Math.max(0, d);
+  }
+}
+
 export class OrcaError extends Error {
   readonly reply: string;
   readonly code: string;

@@ -21,7 +21,11 @@ export type {
   WaitStats,
 } from "./types";
 export type { Filter, ListOptions, ListState, MackItem, MackReply, PopOptions } from "./protocol";
+export { Notifier, CallbackFailed, retryAfterMs, callbackRequest } from "./notifier";
+export { Forward } from "./handoff";
+export type { NotifierOptions } from "./notifier";
 export {
+  JobFailed,
   OrcaError,
   LeaseLostError,
   JobCancelledError,

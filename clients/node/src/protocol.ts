@@ -199,6 +199,50 @@ export const ack = (
   args: ackArgs(q, key, lease, res, ttlMs),
   parse: () => undefined,
 });
+/** Where a hand-off sends its successor: `FORWARD <queue> <config>`. */
+export interface Forward {
+  queue: string;
+  config: Config;
+}
+/**
+ * ORCA.ACK ... FORWARD <queue2> <config>: acks and enqueues the successor in one atomic step;
+ * resolves to the successor's write reply.
+ */
+export const ackForward = (
+  q: string,
+  key: string,
+  lease: string,
+  forward: Forward,
+  res?: Buffer | string,
+  ttlMs?: number,
+): Command<Job> => ({
+  args: [...ackArgs(q, key, lease, res, ttlMs), "FORWARD", forward.queue, encodeConfig(forward.config)],
+  parse: (r) => job((r as unknown[])[1]),
+});
+/**
+ * ORCA.NACK ... FORWARD <queue2> <config>: fails the delivery and, if this makes it a dead letter,
+ * enqueues the successor in the same step (`successor` in the outcome).
+ */
+export const nackForward = (
+  q: string,
+  key: string,
+  lease: string,
+  forward: Forward,
+  delayMs?: number,
+): Command<NackOutcome> => ({
+  args: [
+    ...opt(["ORCA.NACK", q, key, lease], "DELAY", delayMs),
+    "FORWARD",
+    forward.queue,
+    encodeConfig(forward.config),
+  ],
+  parse: (r) => {
+    const [outcome, successor] = r as [Parameters<typeof nackFromReply>[0], unknown];
+    const o = nackFromReply(outcome);
+    if (successor !== null && successor !== undefined) o.successor = job(successor);
+    return o;
+  },
+});
 /** ORCA.ACK ... NEXT [LEASE ms]: the next job of the same queue, leased, or null. */
 export const ackNext = (
   q: string,

@@ -224,9 +224,25 @@ export class Queue {
    * anything else as JSON, `null` included) is kept for `ttlMs`. Rejects with LeaseLostError
    * (JobCancelledError) if not held.
    */
-  ack(d: Delivery, opts: { result?: unknown; ttlMs?: number } = {}): Promise<void> {
+  ack(d: Delivery, opts?: { result?: unknown; ttlMs?: number }): Promise<void>;
+  /**
+   * With `forward`, ORCA.ACK ... FORWARD: the ACK and the enqueue of the successor (`config` into
+   * `queue`, as `enqueue` would) happen in one atomic step, or neither; resolves to the
+   * successor's write reply. In a Cluster both queues must share a hash tag.
+   */
+  ack(
+    d: Delivery,
+    opts: { result?: unknown; ttlMs?: number; forward: { queue: string | Queue; config: Config } },
+  ): Promise<Job>;
+  ack(
+    d: Delivery,
+    opts: { result?: unknown; ttlMs?: number; forward?: { queue: string | Queue; config: Config } } = {},
+  ): Promise<void | Job> {
     const [key, lease] = delivery(d);
-    return this.run(P.ack(this.name, key, lease, encodeResult(opts.result), opts.ttlMs));
+    const result = encodeResult(opts.result);
+    if (opts.forward === undefined) return this.run(P.ack(this.name, key, lease, result, opts.ttlMs));
+    const forward = { queue: queueName(opts.forward.queue), config: opts.forward.config };
+    return this.run(P.ackForward(this.name, key, lease, forward, result, opts.ttlMs));
   }
   /**
    * ORCA.ACK ... NEXT: acks like `ack` and, in the same atomic step, leases the next job of this
@@ -313,9 +329,18 @@ export class Queue {
     return { outcomes, jobs };
   }
   /** ORCA.NACK: the delivery failed; resolves to retry / dead / superseded. */
-  nack(d: Delivery, opts: { delayMs?: number } = {}): Promise<NackOutcome> {
+  /**
+   * ORCA.NACK: the delivery failed. With `forward`, a failure that makes the job a dead letter
+   * also enqueues the successor (a failures or callback queue) in the same step: `successor`.
+   */
+  nack(
+    d: Delivery,
+    opts: { delayMs?: number; forward?: { queue: string | Queue; config: Config } } = {},
+  ): Promise<NackOutcome> {
     const [key, lease] = delivery(d);
-    return this.run(P.nack(this.name, key, lease, opts.delayMs));
+    if (opts.forward === undefined) return this.run(P.nack(this.name, key, lease, opts.delayMs));
+    const forward = { queue: queueName(opts.forward.queue), config: opts.forward.config };
+    return this.run(P.nackForward(this.name, key, lease, forward, opts.delayMs));
   }
   /**
    * ORCA.NACK ... NEXT: fails the delivery like `nack` and leases the next job (or null). The
@@ -357,4 +382,8 @@ export function mpop(queues: Queue[], opts: P.PopOptions = {}): Promise<Job | nu
 export function mpopMany(queues: Queue[], count: number, opts: P.PopOptions = {}): Promise<Job[]> {
   const [client, names] = mpopTarget(queues, opts.blockMs);
   return send(client, P.mpopMany(names, count, opts));
+}
+
+function queueName(q: string | Queue): string {
+  return typeof q === "string" ? q : q.name;
 }

@@ -137,6 +137,19 @@ export class FetchStrategy {
     );
   }
 
+  /** ORCA.ACK ... FORWARD: the hand-off (the successor's reply is not needed). */
+  ackForward(job: Job, to: P.Forward, result: Buffer | string | undefined): P.Command<void> {
+    const c = P.ackForward(
+      q(job),
+      job.key,
+      lease(job),
+      to,
+      result,
+      result === undefined ? undefined : this.opts.resultTtlMs,
+    );
+    return { args: c.args, parse: () => undefined };
+  }
+
   ack(job: Job, result: Buffer | string | undefined): P.Command<void> {
     return P.ack(
       q(job),
@@ -147,8 +160,9 @@ export class FetchStrategy {
     );
   }
 
-  nack(job: Job): P.Command<NackOutcome> {
-    return P.nack(q(job), job.key, lease(job), this.opts.nackDelayMs);
+  /** `delayMs`: a failure's own retry delay (`JobFailed`), else `nackDelayMs`. */
+  nack(job: Job, delayMs?: number): P.Command<NackOutcome> {
+    return P.nack(q(job), job.key, lease(job), delayMs ?? this.opts.nackDelayMs);
   }
 
   extend(job: Job): P.Command<number> {

@@ -304,6 +304,8 @@ export interface NackOutcome {
   outcome: "retry" | "dead" | "superseded";
   retryAt?: number;
   attempts?: number;
+  /** `NACK ... FORWARD`: the successor enqueued because the job died. */
+  successor?: Job;
 }
 export function nackFromReply(reply: Reply): NackOutcome {
   const f = fields(reply);

@@ -14,8 +14,9 @@ import type Redis from "ioredis";
 import { blockingConnection, commandConnection } from "./connection";
 import type { Durability } from "./durability";
 import calculateSlot from "cluster-key-slot";
-import { LeaseLostError, JobCancelledError, OrcaError, ResultTooLargeError } from "./errors";
+import { JobFailed, LeaseLostError, JobCancelledError, OrcaError, ResultTooLargeError } from "./errors";
 import { encodeResult } from "./keys";
+import { Forward } from "./handoff";
 import type * as P from "./protocol";
 import { Queue, run } from "./queue";
 import { FetchStrategy } from "./strategy";
@@ -357,10 +358,16 @@ export class Worker extends EventEmitter {
     let result: Buffer | string | undefined;
     if (!failed) {
       try {
-        result = encodeResult(value);
+        result = encodeResult(value instanceof Forward ? value.result : value);
       } catch (e) {
         [failed, error] = [true, e];
       }
+    }
+    if (!failed && value instanceof Forward) {
+      // A hand-off: its own command, neither chained nor batched.
+      this.schedulePump();
+      this.track(this.handOff(job, value, result));
+      return;
     }
     if (!failed && !this.stopping && this.strategy.chains(job)) {
       this.reserved++; // the slot stays taken until flushFinishing() decides how it refills
@@ -628,11 +635,30 @@ export class Worker extends EventEmitter {
     this.emitSafe("completed", job, value);
   }
 
+  /** ACK ... FORWARD: the delivery finishes and its successor is enqueued in one step. */
+  private async handOff(job: Job, f: Forward, result: Buffer | string | undefined): Promise<void> {
+    const to = { queue: typeof f.queue === "string" ? f.queue : f.queue.name, config: f.config };
+    try {
+      await this.writer.resending([job], "ack", () =>
+        this.writer.exec(this.strategy.ackForward(job, to, result)),
+      );
+    } catch (e) {
+      if (e instanceof ResultTooLargeError) return this.fail(job, e);
+      this.finishFailed(job, e, "hand off");
+      return;
+    }
+    this.counts.completed++;
+    this.emitSafe("completed", job, f);
+  }
+
   /** NACKs a failed delivery; its outcome goes to the `failed` event. */
   private async fail(job: Job, error: unknown): Promise<void> {
     let outcome: NackOutcome;
     try {
-      outcome = await this.writer.resending([job], "nack", () => this.writer.exec(this.strategy.nack(job)));
+      const delayMs = error instanceof JobFailed ? error.delayMs : undefined;
+      outcome = await this.writer.resending([job], "nack", () =>
+        this.writer.exec(this.strategy.nack(job, delayMs)),
+      );
     } catch (e) {
       this.finishFailed(job, e, "nack");
       return;

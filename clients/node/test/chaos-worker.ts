@@ -1,7 +1,9 @@
 /**
  * A worker process for chaos.test.ts: `node chaos-worker.js <port> <queue>`. Sleeps what each
  * job's config says, returns {pid, lease} as the ACK result, records completions (after the
- * ACK succeeded) with RPUSH on `<queue>:done`, and closes gracefully on SIGTERM (grace 50 ms).
+ * ACK succeeded) with RPUSH on `<queue>:done` and every job it starts on `<queue>:started:<pid>`
+ * (so the test kills a worker only once it holds leases), and closes gracefully on SIGTERM
+ * (grace 50 ms).
  */
 import Redis from "ioredis";
 
@@ -18,6 +20,7 @@ const logger = {
 const worker = new Worker(
   new Queue(redis, name),
   async (job: Job) => {
+    await redis.rpush(`${name}:started:${process.pid}`, job.key);
     await new Promise((res) => setTimeout(res, (job.config as { sleep_ms: number }).sleep_ms));
     return { pid: process.pid, lease: job.lease };
   },

@@ -8,6 +8,8 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { it } from "node:test";
 
+import type Redis from "ioredis";
+
 import { Queue } from "../src";
 import { Server } from "./server";
 
@@ -21,6 +23,19 @@ function spawnWorker(port: number, name: string): ChildProcess & { log: string }
   p.log = "";
   p.stderr!.on("data", (d: Buffer) => (p.log += d.toString()));
   return p;
+}
+
+/**
+ * Waits until worker `p` has started a job: past its start-up (which takes seconds on a loaded
+ * machine), its signal handlers installed, holding leases.
+ */
+async function busy(r: Redis, name: string, p: ChildProcess): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while ((await r.llen(`${name}:started:${p.pid}`)) === 0) {
+    assert.ok(p.exitCode === null && p.signalCode === null, `worker ${p.pid} exited`);
+    assert.ok(Date.now() < deadline, `worker ${p.pid} never started a job`);
+    await sleep(10);
+  }
 }
 
 async function orcaInfo(server: Server): Promise<Record<string, number>> {
@@ -51,12 +66,14 @@ it(
       }
       const ackedBefore = (await orcaInfo(server)).orca_acked!;
       for (let i = 0; i < 4; i++) procs.push(spawnWorker(server.port, "chaos"));
-      await sleep(1000);
-      procs[0]!.kill("SIGKILL");
-      await sleep(700);
+      await busy(r, "chaos", procs[0]!);
+      procs[0]!.kill("SIGKILL"); // mid-job: its leases expire and come back
+      await busy(r, "chaos", procs[1]!);
+      await sleep(200);
       procs[1]!.kill("SIGKILL");
       procs.push(spawnWorker(server.port, "chaos"));
-      await sleep(500);
+      await busy(r, "chaos", procs[2]!);
+      await sleep(200);
       const term = procs[2]!;
       const exited = new Promise<number | null>((res) => term.once("exit", (code) => res(code)));
       term.kill("SIGTERM");

@@ -2,7 +2,8 @@
 
 Handles each job by sleeping what its config says, returns ``{"pid": ..., "lease": ...}``
 as the ACK result, and records every completion it was told of (after the ACK succeeded)
-with RPUSH on ``<queue>:done``. Stops gracefully on SIGTERM (grace 50 ms).
+with RPUSH on ``<queue>:done``; every job it starts with RPUSH on ``<queue>:started:<pid>`` (so
+the test kills a worker only once it holds leases). Stops gracefully on SIGTERM (grace 50 ms).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ def main() -> None:
     q = Queue(client, name)
 
     def handler(job: Job) -> dict[str, object]:
+        client.rpush(f"{name}:started:{os.getpid()}", job.key)
         time.sleep(job.config["sleep_ms"] / 1000)
         return {"pid": os.getpid(), "lease": job.lease}
 

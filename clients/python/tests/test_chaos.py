@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 
+import redis
 from conftest import Server
 
 from orca_queue import Queue
@@ -27,6 +28,16 @@ def spawn(port: int, name: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, WORKER, str(port), name], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
+
+
+def busy(r: redis.Redis, name: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """Wait until worker ``proc`` has started a job (it is past its start-up, its signal handlers
+    are installed and it holds leases): a loaded machine may take seconds to start Python."""
+    deadline = time.monotonic() + timeout
+    while r.llen(f"{name}:started:{proc.pid}") == 0:
+        assert proc.poll() is None, f"worker {proc.pid} exited: {proc.returncode}"
+        assert time.monotonic() < deadline, f"worker {proc.pid} never started a job"
+        time.sleep(0.01)
 
 
 def orca_info(server: Server) -> dict[str, int]:
@@ -50,12 +61,14 @@ def test_kill_and_sigterm_workers_every_job_done_once() -> None:
             )
         acked_before = orca_info(server)["orca_acked"]
         procs = [spawn(server.port, "chaos") for _ in range(4)]
-        time.sleep(1.0)
+        busy(r, "chaos", procs[0])
         procs[0].send_signal(signal.SIGKILL)  # mid-job: its leases expire and come back
-        time.sleep(0.7)
+        busy(r, "chaos", procs[1])
+        time.sleep(0.2)
         procs[1].send_signal(signal.SIGKILL)
         procs.append(spawn(server.port, "chaos"))
-        time.sleep(0.5)
+        busy(r, "chaos", procs[2])
+        time.sleep(0.2)
         procs[2].send_signal(signal.SIGTERM)  # graceful: finishes or hands back
         assert procs[2].wait(15) == 0
         term_log = (procs[2].stderr.read() if procs[2].stderr else b"").decode()

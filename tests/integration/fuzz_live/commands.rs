@@ -53,6 +53,10 @@ impl Fuzz {
                 let (q, k, l) = self.lease_target();
                 a = vec![self.name("ORCA.ACK"), q, k, l];
                 a.extend(self.options(&[("RESULT", 4), ("TTL", 0), ("NOW", 0)]));
+                if self.pct(10) {
+                    a.push(self.case("STOP"));
+                }
+                a.extend(self.forward_option());
                 if self.pct(30) {
                     a.extend(self.next_option());
                 }
@@ -61,6 +65,7 @@ impl Fuzz {
                 let (q, k, l) = self.lease_target();
                 a = vec![self.name("ORCA.NACK"), q, k, l];
                 a.extend(self.options(&[("DELAY", 1), ("NOW", 0), ("MAXATTEMPTS", 3)]));
+                a.extend(self.forward_option());
                 if self.pct(30) {
                     a.extend(self.next_option());
                 }

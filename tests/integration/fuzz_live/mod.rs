@@ -145,6 +145,8 @@ const KEYWORDS: &[&str] = &[
     "OPEN",
     "DROP",
     "NEXT",
+    "FORWARD",
+    "STOP",
     "STATE",
     "GATE",
     "HELD",

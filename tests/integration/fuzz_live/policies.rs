@@ -139,6 +139,19 @@ impl Fuzz {
 
     /// `NEXT [LEASE ms [FORMAT f]]` after an ACK or NACK (sometimes misplaced
     /// options).
+    /// `FORWARD <queue2> <config>` of a hand-off (a quarter of the time),
+    /// now and then short of its values.
+    pub(super) fn forward_option(&mut self) -> Vec<Vec<u8>> {
+        if !self.pct(25) {
+            return Vec::new();
+        }
+        let mut a = vec![self.case("FORWARD"), self.queue()];
+        if !self.pct(5) {
+            a.push(self.config());
+        }
+        a
+    }
+
     pub(super) fn next_option(&mut self) -> Vec<Vec<u8>> {
         let mut a = vec![self.case("NEXT")];
         match self.below(10) {

@@ -186,6 +186,12 @@ impl Fuzz {
         if name == b"ORCA.ACK" && matches!(v, R::Int(1)) {
             self.counts.acks_ok += 1;
         }
+        // A hand-off: [the ACK's reply, the successor's write reply].
+        if name == b"ORCA.ACK"
+            && matches!(v, R::Array(a) if a.len() == 2 && matches!(a[1], R::Map(_) | R::Array(_)))
+        {
+            self.counts.acks_ok += 1;
+        }
         if name == b"ORCA.MACK" {
             // [outcomes] or, with NEXT, [[outcomes], [jobs]].
             let outcomes = match v {

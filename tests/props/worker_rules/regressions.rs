@@ -1,6 +1,6 @@
-//! Core bugs of the worker layer, each kept as the test that reproduced it:
-//! `regression_*` are fixed (they pass for the reason given); a
-//! `worker_bug_*` is one still open (it fails until the bug is fixed).
+//! Core bugs of the worker layer, each kept as the test that reproduced it
+//! (`regression_*` and `worker_bug_*`): all fixed, each passes for the
+//! reason given.
 
 use orca::core::worker::DeathCause;
 use orca::core::{

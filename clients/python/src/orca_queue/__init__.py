@@ -27,6 +27,7 @@ from .errors import (
     ResultTooLargeError,
     WrongTypeError,
 )
+from .handoff import Forward
 from .keys import config_orca_key, orca_key
 from .protocol import MackReply
 from .queue import Queue, mpop, mpop_many
@@ -45,6 +46,7 @@ from .worker import Worker
 __all__ = [
     "AutoDelay",
     "BadConfigError",
+    "Forward",
     "InvalidArgumentError",
     "InvariantError",
     "Job",

@@ -9,8 +9,8 @@ command is waiting for this worker, the batch is sent as ``ORCA.MACK ... NEXT CO
 slots> BLOCK <ms>`` on the worker's blocking connection: acks now, and waits there for the
 next job (one command per job at a trickle), for at most ACK_WAIT_MS.
 
-Failures (NACK), jobs of other queues, and every finish once the worker stops go one by one
-(:meth:`orca_queue.runtime.WorkerBase._finish_commands`), as before batching.
+Failures (NACK), hand-offs (``Forward``), jobs of other queues, and every finish once the worker
+stops go one by one (:meth:`orca_queue.runtime.WorkerBase._finish_commands`), as before batching.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any, Optional
 
 from . import protocol as P
 from .errors import LeaseLostError, OrcaError, ResultTooLargeError
+from .handoff import Forward
 from .runtime import Running, WorkerBase
 from .types import Job
 
@@ -76,9 +77,18 @@ class Batches:
             return 0.0
         return min(LINGER_S, 2 * self.handler_s + 0.001)
 
-    def batchable(self, job: Job, error: Optional[BaseException], stopping: bool) -> bool:
-        """Whether this finish may wait for a batch (else it goes on its own)."""
-        return error is None and not stopping and self.w.strategy.chains(job)
+    def batchable(
+        self, job: Job, value: Any, error: Optional[BaseException], stopping: bool
+    ) -> bool:
+        """Whether this finish may wait for a batch (else it goes on its own: a failure, a
+        hand-off (:class:`~orca_queue.Forward`, one ``ORCA.ACK ... FORWARD``), or any finish
+        once the worker stops)."""
+        return (
+            error is None
+            and not stopping
+            and not isinstance(value, Forward)
+            and self.w.strategy.chains(job)
+        )
 
     def commands(
         self,

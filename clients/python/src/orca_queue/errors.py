@@ -18,7 +18,16 @@ from redis.exceptions import RedisError, ResponseError
 class JobFailed(Exception):
     """Raise it (or a subclass) from a worker's handler for an expected failure (a result the
     web app did not accept, a grader that is down): the delivery is NACKed like for any
-    exception, but the worker logs one line without a traceback. Not a server error."""
+    exception, but the worker logs one line without a traceback. Not a server error.
+
+    ``delay_ms``: when to retry (the NACK's ``DELAY``: a receiver's ``Retry-After``), instead
+    of the worker's ``nack_delay_ms`` or the server's backoff."""
+
+    def __init__(self, *args: object, delay_ms: Optional[int] = None) -> None:
+        super().__init__(*args)
+        if delay_ms is not None and (isinstance(delay_ms, bool) or not isinstance(delay_ms, int)):
+            raise TypeError("delay_ms must be an integer (ms)")
+        self.delay_ms = None if delay_ms is None else max(0, delay_ms)
 
 
 class OrcaError(ResponseError):

@@ -84,7 +84,7 @@ class ThreadFinisher(WorkerBase):
                     if not isinstance(e, Exception):
                         self._handler_raised(e)
                 self._batches.took(r.received)
-                if self._batches.batchable(r.job, error, self._stop.is_set()) and self._join(
+                if self._batches.batchable(r.job, value, error, self._stop.is_set()) and self._join(
                     r, value
                 ):
                     break

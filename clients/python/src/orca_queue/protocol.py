@@ -341,6 +341,35 @@ def ack(
     return Command(tuple(ack_args(q, key, lease, result, ttl_ms)), _ok)
 
 
+def queue_name(q: Any) -> str:
+    """A queue's name: a str, or anything with a ``name`` (a Queue)."""
+    return q if isinstance(q, str) else str(q.name)
+
+
+def ack_forward(
+    q: str,
+    key: str,
+    lease: str,
+    forward: tuple[str, Config],
+    *,
+    result: Optional[bytes] = None,
+    ttl_ms: Optional[int] = None,
+) -> Command[Job]:
+    """ORCA.ACK ... FORWARD <queue2> <config>: the successor's write reply."""
+    args = ack_args(q, key, lease, result, ttl_ms)
+    args += ["FORWARD", forward[0], encode_config(forward[1])]
+    return Command(tuple(args), lambda r: Job.from_reply(r[1]))
+
+
+def nack_forward(
+    q: str, key: str, lease: str, forward: tuple[str, Config], delay_ms: Optional[int] = None
+) -> Command[NackOutcome]:
+    """ORCA.NACK ... FORWARD <queue2> <config>: the outcome, with the successor if it died."""
+    args = _with(["ORCA.NACK", q, key, lease], "DELAY", delay_ms)
+    args += ["FORWARD", forward[0], encode_config(forward[1])]
+    return Command(tuple(args), NackOutcome.with_successor)
+
+
 def ack_next(
     q: str,
     key: str,

@@ -292,12 +292,23 @@ class Queue:
         *,
         result: Any = None,
         ttl_ms: Optional[int] = None,
-    ) -> None:
+        forward: Optional[tuple[Union[str, Queue], Config]] = None,
+    ) -> Optional[Job]:
         """ORCA.ACK: the delivery succeeded. ``result`` (bytes as they are, ``None`` keeps
         none, anything else as JSON) is kept for ``ttl_ms``. Raises :class:`LeaseLostError`
-        if the lease is not held (:class:`JobCancelledError` if the job was deleted)."""
+        if the lease is not held (:class:`JobCancelledError` if the job was deleted).
+
+        ``forward=(queue, config)``: the hand-off (``ORCA.ACK ... FORWARD``): the ACK and the
+        enqueue of ``config`` into ``queue`` (a name or a :class:`Queue`) happen in one atomic
+        step, or neither; returns the successor's write reply (else None). In a Cluster both
+        queues must share a hash tag."""
         key, token = P.job_and_lease(job, lease)
-        self._run(P.ack(self.name, key, token, P.encode_result(result), ttl_ms))
+        res = P.encode_result(result)
+        if forward is not None:
+            to = (P.queue_name(forward[0]), forward[1])
+            return self._run(P.ack_forward(self.name, key, token, to, result=res, ttl_ms=ttl_ms))
+        self._run(P.ack(self.name, key, token, res, ttl_ms))
+        return None
 
     def ack_next(
         self,
@@ -359,10 +370,20 @@ class Queue:
         return merge(replies)
 
     def nack(
-        self, job: Job | str, lease: Optional[str] = None, *, delay_ms: Optional[int] = None
+        self,
+        job: Job | str,
+        lease: Optional[str] = None,
+        *,
+        delay_ms: Optional[int] = None,
+        forward: Optional[tuple[Union[str, Queue], Config]] = None,
     ) -> NackOutcome:
-        """ORCA.NACK: the delivery failed; the reply tells retry, dead or superseded."""
+        """ORCA.NACK: the delivery failed; the reply tells retry, dead or superseded. With
+        ``forward=(queue, config)``, a failure that makes the job a dead letter also enqueues
+        ``config`` into ``queue`` in the same step (``NackOutcome.successor``)."""
         key, token = P.job_and_lease(job, lease)
+        if forward is not None:
+            to = (P.queue_name(forward[0]), forward[1])
+            return self._run(P.nack_forward(self.name, key, token, to, delay_ms))
         return self._run(P.nack(self.name, key, token, delay_ms))
 
     def nack_next(

@@ -14,6 +14,7 @@ from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 from . import protocol as P
 from .durability import NO_WAIT, Durability, is_write
 from .errors import JobCancelledError, JobFailed, LeaseLostError, ResultTooLargeError, map_error
+from .handoff import Forward
 from .strategy import FetchStrategy
 from .types import Job, NackOutcome
 
@@ -296,8 +297,14 @@ class WorkerBase:
     ) -> tuple[list[P.Command[Any]], Optional[BaseException]]:
         """The commands that finish ``job`` (see :meth:`FetchStrategy.finish`) and the
         error it failed with (a result that cannot be encoded is one)."""
+        if error is None and isinstance(value, Forward):
+            result, error = self._encode(value.result, None)
+            if error is None:
+                to = (P.queue_name(value.queue), value.config)
+                return self.strategy.finish_forward(job, result, to, take_next), None
         result, error = self._encode(value, error)
-        return self.strategy.finish(job, result, error is not None, take_next), error
+        delay = error.delay_ms if isinstance(error, JobFailed) else None
+        return self.strategy.finish(job, result, error is not None, take_next, delay), error
 
     def _refused_result(
         self,

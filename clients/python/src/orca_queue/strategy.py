@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from . import protocol as P
+from .keys import Config
 from .types import Job, NackOutcome
 
 # The server's default orca.max-pop-count: one pop never asks for more.
@@ -113,24 +114,43 @@ class FetchStrategy:
             _queue(job), job.key, _lease(job), result, self._ttl(result), lease_ms=self.lease_ms
         )
 
-    def nack(self, job: Job) -> P.Command[NackOutcome]:
-        return P.nack(_queue(job), job.key, _lease(job), self.nack_delay_ms)
+    def nack(self, job: Job, delay_ms: Optional[int] = None) -> P.Command[NackOutcome]:
+        delay = self.nack_delay_ms if delay_ms is None else delay_ms
+        return P.nack(_queue(job), job.key, _lease(job), delay)
 
     def extend(self, job: Job) -> P.Command[int]:
         return P.extend(_queue(job), job.key, _lease(job), self.lease_ms)
 
     def finish(
-        self, job: Job, result: Optional[bytes], failed: bool, take_next: bool
+        self,
+        job: Job,
+        result: Optional[bytes],
+        failed: bool,
+        take_next: bool,
+        delay_ms: Optional[int] = None,
     ) -> list[P.Command[Any]]:
         """The commands that finish a delivery (to send in one round trip, in order). The
         first one's reply is None (ACK), a :class:`NackOutcome` (NACK) or the next job or
         None (ACK ... NEXT); a second one, if any, is a pop of one job for the same slot.
-        ``take_next``: the slot may take another job now."""
+        ``take_next``: the slot may take another job now. ``delay_ms``: a failure's own retry
+        delay (:class:`JobFailed`), else ``nack_delay_ms``."""
         take_next = take_next and self.ack_next
         if not failed and take_next and self.chains(job):
             return [self.ack_then_next(job, result)]
-        first: P.Command[Any] = self.nack(job) if failed else self.ack(job, result)
+        first: P.Command[Any] = self.nack(job, delay_ms) if failed else self.ack(job, result)
         # Sharded: an MPOP over every queue would span slots; the fetcher refills the slot.
+        return [first, self.quick(1)] if take_next and not self.sharded else [first]
+
+    def finish_forward(
+        self, job: Job, result: Optional[bytes], to: tuple[str, Config], take_next: bool
+    ) -> list[P.Command[Any]]:
+        """The commands that finish a delivery with a hand-off (``ORCA.ACK ... FORWARD``,
+        whose reply the worker does not need), and a pop for the slot as :meth:`finish`."""
+        fwd = P.ack_forward(
+            _queue(job), job.key, _lease(job), to, result=result, ttl_ms=self._ttl(result)
+        )
+        first: P.Command[Any] = P.Command(fwd.args, _nothing)
+        take_next = take_next and self.ack_next
         return [first, self.quick(1)] if take_next and not self.sharded else [first]
 
     def hand_back(self, job: Job) -> list[P.Command[object]]:
@@ -144,6 +164,10 @@ class FetchStrategy:
 
     def _ttl(self, result: Optional[bytes]) -> Optional[int]:
         return self.result_ttl_ms if result else None
+
+
+def _nothing(reply: Any) -> None:
+    return None
 
 
 def _queue(job: Job) -> str:

@@ -227,11 +227,22 @@ class NackOutcome:
     outcome: str
     retry_at: Optional[int] = None
     attempts: Optional[int] = None
+    #: ``nack(..., forward=...)``: the successor enqueued because the job died.
+    successor: Optional[Job] = None
 
     @classmethod
     def from_reply(cls, reply: Any) -> NackOutcome:
         f = fields(reply)
         return cls(text(f["outcome"]), _int(f.get("retry_at")), _int(f.get("attempts")))
+
+    @classmethod
+    def with_successor(cls, reply: Any) -> NackOutcome:
+        """The reply of ``ORCA.NACK ... FORWARD``: [outcome, successor or nil]."""
+        outcome, successor = reply
+        o = cls.from_reply(outcome)
+        if successor is not None:
+            o.successor = Job.from_reply(successor)
+        return o
 
 
 @dataclass

@@ -108,7 +108,9 @@ class AsyncFinisher(WorkerBase):
                 if not isinstance(e, Exception):
                     self._handler_raised(e)
             self._batches.took(r.received)
-            if self._batches.batchable(r.job, error, self._stopping) and self._join(r, value):
+            if self._batches.batchable(r.job, value, error, self._stopping) and self._join(
+                r, value
+            ):
                 return
             r = await self._finish(r, value, error)  # the slot's next job, if it took one
 

@@ -253,9 +253,18 @@ class Queue:
         *,
         result: Any = None,
         ttl_ms: int | None = None,
-    ) -> None:
+        forward: tuple[Any, Config] | None = None,
+    ) -> Job | None:
+        """ORCA.ACK (see :meth:`orca_queue.Queue.ack`; ``forward``: the hand-off)."""
         key, token = P.job_and_lease(job, lease)
-        await self._run(P.ack(self.name, key, token, P.encode_result(result), ttl_ms))
+        res = P.encode_result(result)
+        if forward is not None:
+            to = (P.queue_name(forward[0]), forward[1])
+            return await self._run(
+                P.ack_forward(self.name, key, token, to, result=res, ttl_ms=ttl_ms)
+            )
+        await self._run(P.ack(self.name, key, token, res, ttl_ms))
+        return None
 
     async def ack_next(
         self,
@@ -304,9 +313,18 @@ class Queue:
         return merge(replies)
 
     async def nack(
-        self, job: Job | str, lease: str | None = None, *, delay_ms: int | None = None
+        self,
+        job: Job | str,
+        lease: str | None = None,
+        *,
+        delay_ms: int | None = None,
+        forward: tuple[Any, Config] | None = None,
     ) -> NackOutcome:
+        """ORCA.NACK (see :meth:`orca_queue.Queue.nack`; ``forward``: the hand-off on death)."""
         key, token = P.job_and_lease(job, lease)
+        if forward is not None:
+            to = (P.queue_name(forward[0]), forward[1])
+            return await self._run(P.nack_forward(self.name, key, token, to, delay_ms))
         return await self._run(P.nack(self.name, key, token, delay_ms))
 
     async def nack_next(

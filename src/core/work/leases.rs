@@ -1,95 +1,15 @@
-//! What the queue keeps outside its reservation order: jobs handed out
-//! (leases), waiting to be retried (delayed), dead letters, kept results and
-//! cancelled leases. Plain data; the operations on it are in `worker.rs`.
+//! The running deliveries' store: lease records in a slab, found by token
+//! and by orca key. `Work` keeps them in deadline order through the
+//! generic `Expiring` map (this is its `Store`).
 
 use std::collections::hash_map::Entry;
-use std::collections::BTreeSet;
 
-use super::config::{key_hash, JobKey, KeyMap};
-use super::idmap::IdMap;
-use super::slab::{IdTable, Slab, NIL};
-
-/// How long a cancelled lease is remembered after its deadline, so the
-/// worker's late EXTEND/ACK is told "cancelled" rather than "unknown".
-pub const CANCEL_MEMORY_MS: i64 = 600_000;
-
-/// A job that is not in the queue order (leased, delayed or dead).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Parked {
-    pub payload: Box<[u8]>,
-    pub created_at: i64,
-    pub attempts: u32,
-    /// The collation its config named (`NIL`: none). The parked job holds
-    /// a reference on that collation's record, so the id stays valid.
-    pub coll: u32,
-    pub immediate: bool,
-}
-
-impl Parked {
-    pub fn coll_id(&self) -> Option<u32> {
-        (self.coll != NIL).then_some(self.coll)
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Lease {
-    pub key: JobKey,
-    pub deadline: i64,
-    pub job: Parked,
-    /// The key was enqueued again (a regrade) after this delivery began:
-    /// if this attempt fails or expires it is dropped, so only the newest
-    /// config comes back. An ACK still completes it.
-    pub superseded: bool,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Delayed {
-    pub retry_at: i64,
-    pub job: Parked,
-}
-
-/// Why a job is dead.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DeathCause {
-    /// NACKed on its last allowed attempt.
-    Failed = 1,
-    /// Its lease expired on its last allowed attempt.
-    Expired = 2,
-    /// It waited longer than the queue's lifetime without being handed out.
-    Lifetime = 3,
-}
-
-impl DeathCause {
-    pub fn name(self) -> &'static str {
-        match self {
-            DeathCause::Failed => "failed",
-            DeathCause::Expired => "lease-expired",
-            DeathCause::Lifetime => "expired",
-        }
-    }
-    pub fn from_u8(v: u8) -> Option<Self> {
-        match v {
-            1 => Some(DeathCause::Failed),
-            2 => Some(DeathCause::Expired),
-            3 => Some(DeathCause::Lifetime),
-            _ => None,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Dead {
-    pub died_at: i64,
-    pub seq: i64,
-    pub cause: DeathCause,
-    pub job: Parked,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoredResult {
-    pub expires_at: i64,
-    pub payload: Box<[u8]>,
-}
+use super::expiring::Store;
+use super::Lease;
+use crate::core::config::{key_hash, JobKey};
+use crate::core::containers::idmap::IdMap;
+use crate::core::containers::shrink_map;
+use crate::core::containers::{IdTable, Slab};
 
 /// A lease and its token, as stored.
 #[derive(Clone, Debug)]
@@ -236,7 +156,7 @@ impl Leases {
             self.by_key
                 .shrink(|i| recs.get(i).map_or(0, |r| key_hash(&r.lease.key)));
         }
-        super::compact::shrink_map(&mut self.by_token);
+        shrink_map(&mut self.by_token);
     }
 
     /// Can another lease be stored? (ids are bounded by `MAX_ID`)
@@ -245,29 +165,32 @@ impl Leases {
     }
 }
 
-/// Everything outside the queue order.
-#[derive(Clone, Debug, Default)]
-pub struct Work {
-    pub(crate) leases: Leases,
-    pub(crate) lease_order: BTreeSet<(i64, u64)>,
-    pub(crate) delayed: KeyMap<Delayed>,
-    pub(crate) delayed_order: BTreeSet<(i64, JobKey)>,
-    /// Delayed jobs by arrival (their release time once back in the queue),
-    /// for lifetimes.
-    pub(crate) delayed_by_arrival: BTreeSet<(i64, JobKey)>,
-    pub(crate) dead: KeyMap<Dead>,
-    pub(crate) dead_order: BTreeSet<(i64, i64, JobKey)>,
-    pub(crate) results: KeyMap<StoredResult>,
-    pub(crate) result_order: BTreeSet<(i64, JobKey)>,
-    pub(crate) cancelled: IdMap<u64, i64>,
-    pub(crate) cancelled_order: BTreeSet<(i64, u64)>,
-    /// Bytes of payloads held here (leased, delayed, dead, results).
-    pub(crate) bytes: usize,
+impl Store<u64, Lease> for Leases {
+    fn len(&self) -> usize {
+        Leases::len(self)
+    }
+    fn get(&self, token: &u64) -> Option<&Lease> {
+        Leases::get(self, *token)
+    }
+    fn get_mut(&mut self, token: &u64) -> Option<&mut Lease> {
+        Leases::get_mut(self, *token)
+    }
+    /// Leases are never replaced: a taken token is refused.
+    fn put(&mut self, token: u64, lease: Lease) -> Result<Option<Lease>, Lease> {
+        self.insert(token, lease).map(|()| None)
+    }
+    fn take(&mut self, token: &u64) -> Option<Lease> {
+        self.remove(*token)
+    }
+    fn shrink(&mut self) {
+        self.shrink_indexes();
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::work::Parked;
 
     fn lease(k: u8, deadline: i64) -> Lease {
         let mut key = [0u8; 32];
@@ -280,7 +203,7 @@ mod tests {
                 payload: vec![k; 3].into(),
                 created_at: 1,
                 attempts: 1,
-                coll: NIL,
+                coll: None,
                 immediate: false,
             },
             superseded: false,

@@ -5,7 +5,7 @@
 //! a tenth of a leased pop's time (docs/design.md, "The hot path").
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 
 /// FxHash's step: xor the word in, multiply by an odd constant. Sequential
 /// keys spread evenly over the low bits (a bijection there) and the high
@@ -49,6 +49,14 @@ impl Hasher for IdHasher {
 /// A `HashMap` keyed by record ids or tokens.
 pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
+/// Shrink a hash map under a quarter full to about twice its entries.
+/// Maps of fewer than 64 slots are left alone.
+pub fn shrink_map<K: Eq + Hash, V, S: BuildHasher>(m: &mut HashMap<K, V, S>) {
+    if m.capacity() > 64 && m.len() * 4 < m.capacity() {
+        m.shrink_to(m.len() * 2);
+    }
+}
+
 /// MurmurHash3's 64-bit finalizer: a bijection in which every input bit
 /// flips each output bit with probability about one half. Mixed with a
 /// secret, it turns words a client can steer (release times, digests it
@@ -63,7 +71,6 @@ pub(crate) fn fmix64(mut x: u64) -> u64 {
 
 /// A random word, different in every process (for keyed hashes).
 pub(crate) fn random_word() -> u64 {
-    use std::hash::BuildHasher;
     std::collections::hash_map::RandomState::new().hash_one(0x6f72_6361_u64)
 }
 

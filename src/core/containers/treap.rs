@@ -19,24 +19,23 @@
 //! keeps its place in the tree: one descent to its parent and a relink.
 
 use std::cmp::Ordering;
+use std::marker::PhantomData;
 use std::num::NonZeroU32;
 
 use super::idmap::{fmix64, random_word};
-use super::slab::{Slab, NIL};
+use super::slab::{Slab, SlabId, NIL};
 
 #[derive(Clone, Debug)]
-struct Node<K> {
+struct Node<K, V, A> {
     key: K,
-    val: u32,
-    aux: u32,
+    val: V,
+    aux: A,
     left: u32,
     right: u32,
     /// Subtree size (>= 1; non-zero so `Option<Node>` costs nothing extra).
     size: NonZeroU32,
 }
 
-/// Ordered set of keys with rank/select in O(log n); each node holds two
-/// `u32` words for the caller.
 /// A key the index can order and hash into a heap priority: two words that
 /// tell distinct keys apart (the index mixes them with its seed).
 pub trait IndexKey: Ord + Copy {
@@ -49,29 +48,37 @@ impl IndexKey for i64 {
     }
 }
 
+/// Ordered set of keys with rank/select in O(log n); each node holds two
+/// words for the caller (`val`, `aux`: small `Copy` types, e.g. typed ids)
+/// and is addressed by an id of type `I`.
 #[derive(Clone, Debug)]
-pub struct OrderIndex<K> {
-    nodes: Slab<Node<K>>,
+pub struct OrderIndex<K, V = u32, A = u32, I = u32> {
+    nodes: Slab<Node<K, V, A>>,
     root: u32,
     /// The leftmost node (`NIL` when empty), kept so the queue's most
     /// frequent question, "what comes first", needs no descent.
     min: u32,
     seed: u64,
+    ids: PhantomData<fn() -> I>,
 }
 
-impl<K: IndexKey> Default for OrderIndex<K> {
+impl<K: IndexKey, V: Copy, A: Copy, I: SlabId> Default for OrderIndex<K, V, A, I> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<K: IndexKey> OrderIndex<K> {
+impl<K: IndexKey, V: Copy, A: Copy, I: SlabId> OrderIndex<K, V, A, I> {
+    /// Bytes of one node in the slab (what a key in this index costs).
+    pub const NODE_BYTES: usize = std::mem::size_of::<Option<Node<K, V, A>>>();
+
     pub fn new() -> Self {
         OrderIndex {
             nodes: Slab::default(),
             root: NIL,
             min: NIL,
             seed: random_word(),
+            ids: PhantomData,
         }
     }
 
@@ -165,14 +172,14 @@ impl<K: IndexKey> OrderIndex<K> {
     }
 
     /// The node holding `key`.
-    pub fn find(&self, key: &K) -> Option<u32> {
+    pub fn find(&self, key: &K) -> Option<I> {
         let mut n = self.root;
         while n != NIL {
             let node = &self.nodes[n];
             match key.cmp(&node.key) {
                 Ordering::Less => n = node.left,
                 Ordering::Greater => n = node.right,
-                Ordering::Equal => return Some(n),
+                Ordering::Equal => return Some(I::from_raw(n)),
             }
         }
         None
@@ -182,34 +189,34 @@ impl<K: IndexKey> OrderIndex<K> {
         self.find(key).is_some()
     }
 
-    pub fn key(&self, n: u32) -> &K {
-        &self.nodes[n].key
+    pub fn key(&self, n: I) -> &K {
+        &self.nodes[n.raw()].key
     }
 
-    pub fn val(&self, n: u32) -> u32 {
-        self.nodes[n].val
+    pub fn val(&self, n: I) -> V {
+        self.nodes[n.raw()].val
     }
 
-    pub fn aux(&self, n: u32) -> u32 {
-        self.nodes[n].aux
+    pub fn aux(&self, n: I) -> A {
+        self.nodes[n.raw()].aux
     }
 
     /// `val` of node `n`, or `None` if `n` is not a live node.
-    pub fn get_val(&self, n: u32) -> Option<u32> {
-        self.nodes.get(n).map(|node| node.val)
+    pub fn get_val(&self, n: I) -> Option<V> {
+        self.nodes.get(n.raw()).map(|node| node.val)
     }
 
-    pub fn set_val(&mut self, n: u32, v: u32) {
-        self.nodes[n].val = v;
+    pub fn set_val(&mut self, n: I, v: V) {
+        self.nodes[n.raw()].val = v;
     }
 
-    pub fn set_aux(&mut self, n: u32, v: u32) {
-        self.nodes[n].aux = v;
+    pub fn set_aux(&mut self, n: I, v: A) {
+        self.nodes[n.raw()].aux = v;
     }
 
     /// Is `n` a live node? (for the invariant check)
-    pub fn is_live(&self, n: u32) -> bool {
-        self.nodes.get(n).is_some()
+    pub fn is_live(&self, n: I) -> bool {
+        self.nodes.get(n.raw()).is_some()
     }
 
     /// Point the link to a subtree (`parent`'s left or right child, or the
@@ -230,7 +237,7 @@ impl<K: IndexKey> OrderIndex<K> {
     /// Top-down: descend while the nodes on the path outrank the new node
     /// (counting it into their sizes), then split the subtree found there
     /// around the key; that subtree is O(1) nodes expected.
-    pub fn insert(&mut self, key: K, val: u32, aux: u32) -> Option<u32> {
+    pub fn insert(&mut self, key: K, val: V, aux: A) -> Option<I> {
         if self.contains(&key) {
             return None;
         }
@@ -246,7 +253,7 @@ impl<K: IndexKey> OrderIndex<K> {
         if self.min == NIL || key < self.nodes[self.min].key {
             self.min = id;
         }
-        Some(id)
+        Some(I::from_raw(id))
     }
 
     /// Put stored node `id` (no children yet) into the tree under `key`.
@@ -273,7 +280,8 @@ impl<K: IndexKey> OrderIndex<K> {
     /// merged in its place (O(1) nodes expected). Should the descent not
     /// meet `n` (never, while the tree is sound), a second one puts the
     /// sizes back and nothing changes.
-    pub fn remove(&mut self, n: u32) -> Option<(K, u32, u32)> {
+    pub fn remove(&mut self, n: I) -> Option<(K, V, A)> {
+        let n = n.raw();
         let key = self.nodes.get(n)?.key;
         let (mut parent, mut left, mut cur) = (NIL, false, self.root);
         while cur != n {
@@ -328,8 +336,9 @@ impl<K: IndexKey> OrderIndex<K> {
 
     /// Shrinking: the next node to move and the id it goes to (see
     /// `Slab::next_move`).
-    pub fn next_move(&mut self) -> Option<(u32, u32)> {
-        self.nodes.next_move()
+    pub fn next_move(&mut self) -> Option<(I, I)> {
+        let (from, to) = self.nodes.next_move()?;
+        Some((I::from_raw(from), I::from_raw(to)))
     }
 
     /// Does the node slab want to shrink?
@@ -342,7 +351,8 @@ impl<K: IndexKey> OrderIndex<K> {
     /// not vacant. The node keeps its key, words, children and place in the
     /// tree (its priority follows its key): one descent finds the link to
     /// it, which is pointed at `to`.
-    pub fn relocate(&mut self, from: u32, to: u32) -> Option<u32> {
+    pub fn relocate(&mut self, from: I, to: I) -> Option<I> {
+        let (from, to) = (from.raw(), to.raw());
         let key = self.nodes.get(from)?.key;
         let (mut parent, mut left, mut cur) = (NIL, false, self.root);
         while cur != from {
@@ -358,14 +368,14 @@ impl<K: IndexKey> OrderIndex<K> {
         if self.min == from {
             self.min = to;
         }
-        Some(to)
+        Some(I::from_raw(to))
     }
 
-    pub fn first(&self) -> Option<u32> {
-        (self.min != NIL).then_some(self.min)
+    pub fn first(&self) -> Option<I> {
+        (self.min != NIL).then_some(I::from_raw(self.min))
     }
 
-    pub fn last(&self) -> Option<u32> {
+    pub fn last(&self) -> Option<I> {
         let mut n = self.root;
         if n == NIL {
             return None;
@@ -373,12 +383,12 @@ impl<K: IndexKey> OrderIndex<K> {
         while self.nodes[n].right != NIL {
             n = self.nodes[n].right;
         }
-        Some(n)
+        Some(I::from_raw(n))
     }
 
     /// 0-based position of node `n` among all nodes.
-    pub fn rank(&self, n: u32) -> Option<usize> {
-        let key = self.nodes.get(n)?.key;
+    pub fn rank(&self, n: I) -> Option<usize> {
+        let key = self.nodes.get(n.raw())?.key;
         let mut m = self.root;
         let mut acc = 0usize;
         while m != NIL {
@@ -396,14 +406,14 @@ impl<K: IndexKey> OrderIndex<K> {
     }
 
     /// The node at 0-based position `k`.
-    pub fn nth(&self, mut k: usize) -> Option<u32> {
+    pub fn nth(&self, mut k: usize) -> Option<I> {
         let mut n = self.root;
         while n != NIL {
             let node = &self.nodes[n];
             let ls = self.size(node.left) as usize;
             match k.cmp(&ls) {
                 Ordering::Less => n = node.left,
-                Ordering::Equal => return Some(n),
+                Ordering::Equal => return Some(I::from_raw(n)),
                 Ordering::Greater => {
                     k -= ls + 1;
                     n = node.right
@@ -414,7 +424,7 @@ impl<K: IndexKey> OrderIndex<K> {
     }
 
     /// In-order iteration of node ids starting at position `start`.
-    pub fn iter_from(&self, start: usize) -> Iter<'_, K> {
+    pub fn iter_from(&self, start: usize) -> Iter<'_, K, V, A, I> {
         let mut it = Iter {
             index: self,
             stack: Vec::new(),
@@ -439,15 +449,26 @@ impl<K: IndexKey> OrderIndex<K> {
         it
     }
 
-    pub fn iter(&self) -> Iter<'_, K> {
+    pub fn iter(&self) -> Iter<'_, K, V, A, I> {
         self.iter_from(0)
     }
 
+    /// The deepest a sound tree of `n` nodes may be: its priorities are
+    /// random, so its depth is that of a random binary search tree, about
+    /// 3 log2 n at most with overwhelming probability (4.3 ln n); twice that
+    /// plus a margin is never reached by chance, while a tree whose
+    /// priorities do not spread (a constant hash, ties) degenerates towards
+    /// a list of n nodes and fails as soon as n passes about a hundred.
+    pub fn depth_bound(n: usize) -> usize {
+        6 * (usize::BITS - n.leading_zeros()) as usize + 32
+    }
+
     /// Verify the structure itself: BST order, heap order, subtree sizes,
-    /// and that the tree holds every live node.
+    /// a depth a random tree reaches (`depth_bound`), and that the tree
+    /// holds every live node.
     pub fn check_structure(&self) -> Result<(), String> {
-        fn walk<K: IndexKey>(
-            ix: &OrderIndex<K>,
+        fn walk<K: IndexKey, V: Copy, A: Copy, I: SlabId>(
+            ix: &OrderIndex<K, V, A, I>,
             n: u32,
             lo: Option<K>,
             hi: Option<K>,
@@ -456,8 +477,8 @@ impl<K: IndexKey> OrderIndex<K> {
             if n == NIL {
                 return Ok(0);
             }
-            if depth > 10_000 {
-                return Err("index too deep".into());
+            if depth > OrderIndex::<K, V, A, I>::depth_bound(ix.nodes.len()) {
+                return Err("index too deep: its priorities do not spread".into());
             }
             let node = ix
                 .nodes
@@ -497,15 +518,15 @@ impl<K: IndexKey> OrderIndex<K> {
     }
 }
 
-pub struct Iter<'a, K> {
-    index: &'a OrderIndex<K>,
+pub struct Iter<'a, K, V = u32, A = u32, I = u32> {
+    index: &'a OrderIndex<K, V, A, I>,
     stack: Vec<u32>,
 }
 
-impl<'a, K> Iterator for Iter<'a, K> {
-    type Item = u32;
+impl<K, V, A, I: SlabId> Iterator for Iter<'_, K, V, A, I> {
+    type Item = I;
 
-    fn next(&mut self) -> Option<u32> {
+    fn next(&mut self) -> Option<I> {
         let n = self.stack.pop()?;
         let nodes = &self.index.nodes;
         let mut c = nodes[n].right;
@@ -513,7 +534,7 @@ impl<'a, K> Iterator for Iter<'a, K> {
             self.stack.push(c);
             c = nodes[c].left;
         }
-        Some(n)
+        Some(I::from_raw(n))
     }
 }
 
@@ -632,9 +653,43 @@ mod tests {
         assert!(ix.is_empty());
     }
 
+    /// A key whose priority words are all alike: the tree cannot balance.
+    #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+    struct Flat(i64);
+
+    impl IndexKey for Flat {
+        fn words(&self) -> (u64, u64) {
+            (7, 7)
+        }
+    }
+
+    #[test]
+    fn a_tree_that_cannot_balance_fails_the_check() {
+        // Keys arrive in order, as release times do: with equal priorities
+        // every insert lands at the root and the tree is a list.
+        let mut flat: OrderIndex<Flat> = OrderIndex::new();
+        for k in 0..1_000 {
+            flat.insert(Flat(k), 0, 0);
+        }
+        let err = flat.check_structure().unwrap_err();
+        assert!(err.contains("too deep"), "{err}");
+        // The same keys with real priorities pass, and stay far from the
+        // bound.
+        let mut ix: OrderIndex<i64> = OrderIndex::new();
+        for k in 0..100_000 {
+            ix.insert(k, 0, 0);
+        }
+        ix.check_structure().unwrap();
+        assert!(OrderIndex::<i64>::depth_bound(100_000) < 150);
+        assert_eq!(OrderIndex::<i64>::depth_bound(0), 32);
+    }
+
     #[test]
     fn node_is_compact() {
-        assert_eq!(std::mem::size_of::<Option<Node<(i64, i64)>>>(), 40);
-        assert_eq!(std::mem::size_of::<Option<Node<[u32; 4]>>>(), 36);
+        assert_eq!(
+            std::mem::size_of::<Option<Node<(i64, i64), u32, u32>>>(),
+            40
+        );
+        assert_eq!(std::mem::size_of::<Option<Node<[u32; 4], u32, u32>>>(), 36);
     }
 }
