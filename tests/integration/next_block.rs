@@ -11,8 +11,14 @@
 //!   are kept for the reply however long it waits;
 //! - a refused ACK/NACK (lease not held) replies its error at once and never
 //!   waits; a MACK waits whatever its outcomes;
-//! - refused inside MULTI and scripts, and with a bad BLOCK value, before
-//!   anything changes;
+//! - a lease lost before the finish (expired, the job handed out again):
+//!   NOLEASE at once, no wait, the new holder keeps the job;
+//! - the queue deleted while a finish waits: it keeps waiting, and a job
+//!   enqueued into the queue created again wakes it; the key replaced by
+//!   another type: `WRONGTYPE` when it is signalled (MACK: after its
+//!   outcomes), the finish done before stands;
+//! - refused inside MULTI and scripts, with `FORWARD` (whose reply is
+//!   written at once) and with a bad BLOCK value, before anything changes;
 //! - replicas and the AOF end in the master's state.
 
 use std::thread;
@@ -265,6 +271,85 @@ fn waiting_finishes_are_served_in_the_order_they_blocked() {
 }
 
 #[test]
+fn a_lost_lease_is_refused_at_once_and_never_waits() {
+    let (s, mut c) = start_server();
+    let q = "q";
+    let a = leased(&mut c, q, "a", 100);
+    // The lease runs out and the job goes to another worker.
+    let h = spawn_blocked(&s, args!["ORCA.POP", q, "BLOCK", 5000, "LEASE", LONG]);
+    let again = woken(h, "the expired lease");
+    assert_eq!(int(&again, "attempt"), 2);
+    enqueue(&mut c, q, &config("b", None, 0));
+    for cmd in [
+        finish_args("ORCA.ACK", q, &a, &["NEXT", "BLOCK", "0"]),
+        finish_args("ORCA.NACK", q, &a, &["NEXT", "BLOCK", "0"]),
+    ] {
+        let t = Instant::now();
+        let e = fails(&mut c, &cmd);
+        assert!(e.starts_with("NOLEASE "), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(2));
+    }
+    // MACK: the outcome says so; the job there is handed out at once.
+    let (o, jobs) = mack_reply(ok(&mut c, &mack_args(q, &[&a], &["NEXT", "BLOCK", "0"])));
+    assert!(is_lost(&o[0]), "{o:?}");
+    assert_eq!(reply_keys(&jobs), vec![key_of("b")]);
+    // The new holder still holds it and can finish it.
+    let st = must_status(&mut c, q, &key_of("a"));
+    assert_eq!(text(&st, "lease"), lease(&again));
+    ok(&mut c, &finish_args("ORCA.ACK", q, &again, &[]));
+    assert_eq!(blocked_clients(&mut c), 0);
+    assert_check(&mut c, q);
+}
+
+#[test]
+fn the_queue_deleted_or_replaced_while_a_finish_waits() {
+    let (s, mut c) = start_server();
+    let q = "q";
+    // Deleted: the finish keeps waiting; the queue created again wakes it.
+    let a = leased(&mut c, q, "a", LONG);
+    let h = spawn_blocked(
+        &s,
+        finish_args("ORCA.ACK", q, &a, &["NEXT", "BLOCK", "5000"]),
+    );
+    wait_blocked(&mut c, 1);
+    assert_eq!(as_int(&ok(&mut c, &args!["DEL", q])), 1);
+    thread::sleep(Duration::from_millis(100));
+    assert!(!h.is_finished(), "a deleted queue has no job to hand out");
+    enqueue(&mut c, q, &config("b", None, 0));
+    let b = woken(h, "an enqueue into the queue created again");
+    assert_eq!(text(&b, "key"), key_of("b"));
+    assert_check(&mut c, q);
+
+    // Replaced by a list: WRONGTYPE once signalled; the ACK stands.
+    let h = spawn_blocked(
+        &s,
+        finish_args("ORCA.ACK", q, &b, &["NEXT", "BLOCK", "5000"]),
+    );
+    wait_blocked(&mut c, 1);
+    assert_eq!(status(&mut c, q, &key_of("b")), None);
+    ok(&mut c, &args!["DEL", q]);
+    ok(&mut c, &args!["RPUSH", q, "x"]);
+    let (v, took) = joined(h);
+    let e = error_text(&v).unwrap_or_else(|| panic!("WRONGTYPE, got {v:?} after {took:?}"));
+    assert!(e.starts_with("WRONGTYPE"), "{e}");
+
+    // MACK: its outcomes, then the error in place of the jobs.
+    ok(&mut c, &args!["DEL", q]);
+    let d = leased(&mut c, q, "d", LONG);
+    let h = spawn_blocked(&s, mack_args(q, &[&d], &["NEXT", "BLOCK", "5000"]));
+    wait_blocked(&mut c, 1);
+    ok(&mut c, &args!["DEL", q]);
+    ok(&mut c, &args!["RPUSH", q, "x"]);
+    let Value::Array(two) = joined(h).0 else {
+        panic!("[outcomes, error]")
+    };
+    assert_eq!(two[0], Value::Array(vec![Value::Int(1)]));
+    let e = error_text(&two[1]).unwrap_or_default();
+    assert!(e.starts_with("WRONGTYPE"), "{two:?}");
+    assert_eq!(blocked_clients(&mut c), 0);
+}
+
+#[test]
 fn refused_where_a_client_cannot_wait_and_on_bad_values() {
     let (_s, mut c) = start_server();
     let q = "q";
@@ -298,6 +383,26 @@ fn refused_where_a_client_cannot_wait_and_on_bad_values() {
             assert_err(&mut c, &cmd, "ERR ");
             assert_eq!(digest(&mut c, q), before, "{}", show_args(&cmd));
         }
+    }
+    // With FORWARD: refused before anything changes, in either queue.
+    let fw = r#"{"key":"next"}"#;
+    for cmd in [
+        finish_args(
+            "ORCA.ACK",
+            q,
+            &a,
+            &["FORWARD", "q2", fw, "NEXT", "BLOCK", "100"],
+        ),
+        finish_args(
+            "ORCA.NACK",
+            q,
+            &a,
+            &["FORWARD", "q2", fw, "NEXT", "BLOCK", "0"],
+        ),
+    ] {
+        assert_err(&mut c, &cmd, "ERR BLOCK is not allowed with FORWARD");
+        assert_eq!(digest(&mut c, q), before, "{}", show_args(&cmd));
+        assert_eq!(as_int(&ok(&mut c, &args!["EXISTS", "q2"])), 0);
     }
     // BLOCK before NEXT is an option of the finish, which has none.
     assert_err(
