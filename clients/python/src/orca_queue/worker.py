@@ -208,7 +208,9 @@ class Worker(ThreadFinisher):
             return
         try:
             self.client.client_unblock(self._blocker_id)
-        except RedisError as e:
+        except (RedisError, OSError, ValueError) as e:
+            # OSError / ValueError: the client was closed under this daemon thread (the
+            # worker had stopped and its owner closed the client while the call retried).
             self.log.debug("CLIENT UNBLOCK failed: %s", e)
 
     def _call(self, cmd: P.Command[T]) -> T:
