@@ -17,7 +17,7 @@ from redis.client import NEVER_DECODE
 from redis.exceptions import ResponseError
 
 from .errors import InvariantError, LeaseLostError, OrcaError, map_error
-from .keys import Config, encode_config
+from .keys import COMPACT_JSON, Config, encode_config
 from .types import (
     AutoDelay,
     AutoDelayArg,
@@ -113,7 +113,7 @@ def encode_result(value: Any) -> Optional[bytes]:
         return None
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return COMPACT_JSON.encode(value).encode("utf-8")
 
 
 def _job(reply: Any) -> Job:
