@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import redis.asyncio
 from conftest import Server, cfg
+from workers import Commands
 
 from orca_queue import Job, JobNotQueuedError, NackOutcome, ResultTooLargeError
 from orca_queue.aio import Queue, Worker, mpop, mpop_many
@@ -97,7 +98,7 @@ async def test_worker_at_a_trickle_sends_about_one_command_per_job(
 ) -> None:
     """Jobs arriving one at a time: each finish acks its job and waits for the next in one
     command (ORCA.MACK ... NEXT ... BLOCK), with no empty pops in between."""
-    _, c = own
+    s, c = own
     q = Queue(c, "trickle")
     seen: list[float] = []
 
@@ -106,18 +107,17 @@ async def test_worker_at_a_trickle_sends_about_one_command_per_job(
 
     w, task = make(q, handler, concurrency=4, lease_ms=60_000)
     await asyncio.sleep(0.5)  # blocked in its pop
-    await c.config_resetstat()
+    commands = await asyncio.to_thread(Commands, s.port)
     sent: list[float] = []
     for i in range(30):
         sent.append(time.monotonic())
         await q.enqueue(cfg(f"t{i}"))
         await asyncio.sleep(0.03)
     await until(lambda: w.counts["completed"] == 30)
-    stats = await c.info("commandstats")
     worker = {
-        k[8:]: v["calls"]
-        for k, v in stats.items()
-        if k.startswith("cmdstat_orca.") and k != "cmdstat_orca.enqueue"
+        k: n
+        for k, n in (await asyncio.to_thread(commands.stop)).items()
+        if k.startswith("orca.") and k != "orca.enqueue"
     }
     # One per job (+ the wait armed at the end); a POP + an ACK per job would be 60. A few
     # more on a loaded machine: a finish that comes after the fetcher stopped waiting for it.
@@ -127,6 +127,7 @@ async def test_worker_at_a_trickle_sends_about_one_command_per_job(
     await w.close()
     await task
     assert w.counts["completed"] == 30
+
 
 async def test_worker_from_a_trickle_to_a_burst_and_back(
     own: tuple[Server, redis.asyncio.Redis],

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from conftest import Server, cfg
-from workers import Running, calls, start, wait_for
+from workers import Commands, Running, calls, start, wait_for
 
 from orca_queue import Job, Queue
 
@@ -58,18 +58,15 @@ def test_at_a_trickle_about_one_command_per_job(own: Server, started: list[Runni
     seen: list[float] = []
     run = start(started, q, lambda job: seen.append(time.monotonic()), concurrency=4)
     time.sleep(0.5)  # blocked in its pop
-    r.config_resetstat()
+    commands = Commands(own.port)
     sent: list[float] = []
     for i in range(30):
         sent.append(time.monotonic())
         q.enqueue(cfg(f"t{i}"))
         time.sleep(0.03)
     wait_for(lambda: run.worker.counts["completed"] == 30)
-    stats = r.info("commandstats")
     worker = {
-        k[8:]: v["calls"]
-        for k, v in stats.items()
-        if k.startswith("cmdstat_orca.") and k != "cmdstat_orca.enqueue"
+        k: n for k, n in commands.stop().items() if k.startswith("orca.") and k != "orca.enqueue"
     }
     # One per job (+ the wait armed at the end); a POP + an ACK per job would be 60. A few
     # more on a loaded machine: a finish that comes after the fetcher stopped waiting for it.
