@@ -14,7 +14,7 @@ import {
   Worker,
   WorkerOptions,
 } from "../src";
-import { Server, calls, cfg, waitFor } from "./server";
+import { Server, calls, cfg, monitorCommands, waitFor } from "./server";
 
 const quiet = { debug() {}, info() {}, warn() {}, error() {} };
 const cleanup: (() => void | Promise<void>)[] = [];
@@ -57,12 +57,12 @@ async function runAll(
 
 describe("Worker with ACK ... NEXT and MPOP", () => {
   it("at a trickle, each finish acks and waits for the next job in one command", async () => {
-    const { r } = await own();
+    const { server, r } = await own();
     const q = new Queue(r, "trickle");
     const seen: number[] = [];
     const w = start(q, async () => void seen.push(Date.now()), { concurrency: 4 });
     await sleep(500); // blocked in its pop
-    await r.config("RESETSTAT");
+    const commands = await monitorCommands(server);
     const sent: number[] = [];
     for (let i = 0; i < 30; i++) {
       sent.push(Date.now());
@@ -70,10 +70,9 @@ describe("Worker with ACK ... NEXT and MPOP", () => {
       await sleep(30);
     }
     await waitFor(() => w.counts.completed === 30);
-    const stats = await r.info("commandstats");
-    const worker = [...stats.matchAll(/cmdstat_(orca\.\w+):calls=(\d+)/g)]
-      .filter((m) => m[1] !== "orca.enqueue")
-      .map((m) => [m[1], Number(m[2])] as const);
+    const worker = [...(await commands.stop())].filter(
+      ([n]) => n.startsWith("orca.") && n !== "orca.enqueue",
+    );
     const total = worker.reduce((a, [, n]) => a + n, 0);
     // One per job (ORCA.MACK ... NEXT ... BLOCK); a POP and an ACK each would be 60. A few more
     // on a loaded machine: a finish that comes after the worker stopped waiting for it.
