@@ -10,7 +10,9 @@
 use redis_module::{Context, RedisError, RedisString};
 
 use super::access::{check_payload, core_err, job_key_arg, read_queue, write_queue, Payload};
-use super::args::{check_pins, err, format, from_master_or_aof, is_kw, parse_int, Options};
+use super::args::{
+    check_pins, err, format, from_master_or_aof, is_kw, parse_int, strict_count, Options,
+};
 use super::errors;
 use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
 use super::hooks;
@@ -44,7 +46,7 @@ struct Next {
 }
 
 /// Parse what follows `NEXT` (`count` defaults to `n`, the leases given).
-fn parse_next(ctx: &Context, after: &[RedisString], n: i64) -> Result<Next, RedisError> {
+fn parse_next(ctx: &Context, after: &[RedisString], n: usize) -> Result<Next, RedisError> {
     let opts = Options::parse(after, &["LEASE", "COUNT", "FORMAT", "BLOCK"])?;
     let lease = opts.ms("LEASE")?.unwrap_or_else(module_config::lease_time);
     let max = if from_master_or_aof(ctx) {
@@ -55,7 +57,7 @@ fn parse_next(ctx: &Context, after: &[RedisString], n: i64) -> Result<Next, Redi
     // "Up to n jobs": a COUNT above orca.max-pop-count takes that many (a
     // client refilling its slots need not know the server's limit).
     let count = match opts.get("COUNT") {
-        None => n,
+        None => n as i64,
         Some(v) => parse_int(v, "COUNT")?,
     };
     if count < 1 {
@@ -119,18 +121,18 @@ fn parse<'a>(ctx: &Context, args: &'a [RedisString]) -> Result<MackArgs<'a>, Red
     let [_, _, numleases, rest @ ..] = args else {
         return Err(RedisError::WrongArity);
     };
-    let n = parse_int(numleases, "numleases")?;
-    if n < 1 || n.saturating_mul(2) > rest.len() as i64 {
-        return Err(err(
-            "numleases must be between 1 and the number of <orca-key> <lease> pairs given",
-        ));
-    }
-    let (pairs, rest) = rest.split_at(2 * n as usize);
+    let n = strict_count(
+        numleases.as_slice(),
+        "numleases",
+        rest.len() / 2,
+        "<orca-key> <lease> pairs",
+    )?;
+    let (pairs, rest) = rest.split_at(2 * n);
     let Split {
         results,
         runs: [before, after],
         next,
-    } = split(rest, n as usize)?;
+    } = split(rest, n)?;
     let a = Options::parse_also(before, OPTIONS, ALSO)?;
     let b = Options::parse_also(after, OPTIONS, ALSO).map_err(|e| match (&e, results) {
         // `RESULTS a b` for one lease: say why `b` is read as an option.
@@ -282,9 +284,10 @@ fn blocked_next(ctx: &Context, args: &[RedisString]) -> Result<Next, RedisError>
     let [_, _, numleases, rest @ ..] = args else {
         return Err(RedisError::WrongArity);
     };
-    let n = parse_int(numleases, "numleases")?;
-    let rest = rest.get(2 * n.max(0) as usize..).unwrap_or(&[]);
-    let after = split(rest, n.max(0) as usize)?.next.unwrap_or(&[]);
+    // As the command parsed them when it ran (it was accepted).
+    let n = strict_count(numleases.as_slice(), "numleases", rest.len() / 2, "pairs")?;
+    let rest = rest.get(2 * n..).unwrap_or(&[]);
+    let after = split(rest, n)?.next.unwrap_or(&[]);
     parse_next(ctx, after, n)
 }
 

@@ -42,4 +42,5 @@ mod restore;
 mod retries;
 mod settings;
 mod stats;
+mod tenants;
 mod upgrade;
