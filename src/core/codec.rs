@@ -15,9 +15,13 @@
 //! Decoding treats the bytes as hostile: every length is bounded by what is
 //! left, nothing is indexed blindly, and the result passes `Queue::check`.
 //!
-//! Versions: 1 (order and counters in the header; stacks without keys) and 2
-//! (settings in the header, stack keys, held jobs, gates, windows). A loader
-//! reads both and refuses newer ones.
+//! Versions: 1 (order and counters in the header; stacks without keys), 2
+//! (settings in the header, stack keys, held jobs, gates, windows) and 3
+//! (what an attempt keeps: a lease's start time and worker name, the error
+//! text of a failed attempt on a retry or a dead letter; a kept result's
+//! finish time, delivery, arrival, attempts and collation). A loader reads
+//! all three and refuses newer ones; what an older version did not keep
+//! loads as unknown (times 0, no name, no text).
 
 use std::collections::{HashSet, VecDeque};
 
@@ -34,7 +38,12 @@ pub const ENCODING_V1: u8 = 1;
 /// Version 2: settings in the header, stack keys, held jobs, gates,
 /// submission windows.
 pub const ENCODING_V2: u8 = 2;
-pub const ENCODING_CURRENT: u8 = ENCODING_V2;
+/// Version 3: a lease's `started_at` and `worker`, a retry's and a dead
+/// letter's `error`, a
+/// kept result's `finished_at`, `token`, `created_at`, `attempts` and
+/// `collation`.
+pub const ENCODING_V3: u8 = 3;
+pub const ENCODING_CURRENT: u8 = ENCODING_V3;
 
 /// Written in place of the rest of a queue whose save was cut short by an
 /// internal error (see `datatype.rs`): loaders refuse it, so a partial queue
@@ -91,6 +100,15 @@ impl Writer {
             Some(c) => {
                 self.u8(1);
                 self.bytes(c.as_bytes());
+            }
+            None => self.u8(0),
+        }
+    }
+    fn optional_bytes(&mut self, b: Option<&[u8]>) {
+        match b {
+            Some(b) => {
+                self.u8(1);
+                self.bytes(b);
             }
             None => self.u8(0),
         }
@@ -208,6 +226,14 @@ impl<'a> Reader<'a> {
         }
         Ok(skey)
     }
+    /// Optional bytes: a flag, then the bytes if set.
+    fn optional_bytes(&mut self, what: &str) -> Result<Option<&'a [u8]>, QueueError> {
+        Ok(if self.flag(what)? {
+            Some(self.bytes()?)
+        } else {
+            None
+        })
+    }
     fn parked(&mut self) -> Result<RawParked<'a>, QueueError> {
         let created_at = self.time()?;
         let attempts = self.u32()?;
@@ -215,6 +241,14 @@ impl<'a> Reader<'a> {
         let collation = self.optional_collation()?;
         let payload = self.bytes()?;
         Ok((created_at, attempts, immediate, collation, payload))
+    }
+    /// A failure's text (`ORCA.NACK ... ERROR`), from version 3 on.
+    fn error_text(&mut self, version: u8) -> Result<Option<&'a [u8]>, QueueError> {
+        if version >= ENCODING_V3 {
+            self.optional_bytes("error")
+        } else {
+            Ok(None)
+        }
     }
     /// A collation name: UTF-8 and valid.
     fn collation_name(&mut self) -> Result<&'a str, QueueError> {
@@ -377,6 +411,8 @@ impl Queue {
             w.i64(l.deadline);
             w.u8(l.superseded as u8);
             w.parked(&l.job, name(l.job.coll).as_deref());
+            w.i64(l.started_at);
+            w.optional_bytes(l.worker.as_deref());
             f(&w.0);
         }
         for (key, d) in work.delayed_page(0, usize::MAX) {
@@ -385,6 +421,7 @@ impl Queue {
             w.0.extend_from_slice(&key);
             w.i64(d.retry_at);
             w.parked(&d.job, name(d.job.coll).as_deref());
+            w.optional_bytes(d.error.as_deref());
             f(&w.0);
         }
         for (key, d) in work.dead_page(0, usize::MAX) {
@@ -395,6 +432,7 @@ impl Queue {
             w.i64(d.seq);
             w.u8(d.cause as u8);
             w.parked(&d.job, name(d.job.coll).as_deref());
+            w.optional_bytes(d.error.as_deref());
             f(&w.0);
         }
         for (key, r) in work.results() {
@@ -403,6 +441,11 @@ impl Queue {
             w.0.extend_from_slice(&key);
             w.i64(r.expires_at);
             w.bytes(&r.payload);
+            w.i64(r.finished_at);
+            w.u64(r.token);
+            w.i64(r.created_at);
+            w.u32(r.attempts);
+            w.optional_name(r.collation.as_deref());
             f(&w.0);
         }
         for (token, until) in work.cancelled() {
@@ -882,6 +925,11 @@ impl QueueBuilder {
         let deadline = r.time()?;
         let superseded = r.flag("superseded")?;
         let raw = r.parked()?;
+        let (started_at, worker) = if self.version >= ENCODING_V3 {
+            (r.time()?, r.optional_bytes("worker")?)
+        } else {
+            (0, None)
+        };
         r.done()?;
         let w = &self.q.work;
         if w.lease(token).is_some() || w.is_cancelled(token) {
@@ -894,6 +942,8 @@ impl QueueBuilder {
             deadline,
             job,
             superseded,
+            started_at,
+            worker: worker.map(Box::from),
         };
         if let Err(l) = self.q.lease_insert(token, lease) {
             self.q.release_parked(l.job);
@@ -907,12 +957,20 @@ impl QueueBuilder {
         let key = r.key()?;
         let retry_at = r.time()?;
         let raw = r.parked()?;
+        let error = r.error_text(self.version)?.map(Box::from);
         r.done()?;
         if self.q.work.is_delayed(&key) {
             return Err(corrupt("duplicate delayed job"));
         }
         let job = self.parked(raw)?;
-        self.q.work.park(key, Delayed { retry_at, job });
+        self.q.work.park(
+            key,
+            Delayed {
+                retry_at,
+                job,
+                error,
+            },
+        );
         Ok(())
     }
 
@@ -927,6 +985,7 @@ impl QueueBuilder {
         let cause =
             DeathCause::from_u8(r.u8()?).ok_or_else(|| corrupt("unknown cause of death"))?;
         let raw = r.parked()?;
+        let error = r.error_text(self.version)?.map(Box::from);
         r.done()?;
         if self.q.work.is_dead(&key) {
             return Err(corrupt("duplicate dead job"));
@@ -938,6 +997,7 @@ impl QueueBuilder {
             seq,
             cause,
             job,
+            error,
         };
         self.q.work.bury(key, dead);
         Ok(())
@@ -948,14 +1008,36 @@ impl QueueBuilder {
         let key = r.key()?;
         let expires_at = r.time()?;
         let payload = r.bytes()?;
+        let (finished_at, token, created_at, attempts, collation) = if self.version >= ENCODING_V3 {
+            let finished_at = r.time()?;
+            let token = r.u64()?;
+            if token as i64 >= SEQ_LOAD_LIMIT || (token as i64) < 0 {
+                return Err(corrupt("result token out of range"));
+            }
+            (
+                finished_at,
+                token,
+                r.time()?,
+                r.u32()?,
+                r.optional_collation()?,
+            )
+        } else {
+            (0, 0, 0, 0, None)
+        };
         r.done()?;
         let w = &mut self.q.work;
         if w.result(&key).is_some() {
             return Err(corrupt("duplicate result"));
         }
+        self.max_seq = self.max_seq.max(token as i64);
         let kept = StoredResult {
             expires_at,
             payload: payload.into(),
+            finished_at,
+            token,
+            created_at,
+            attempts,
+            collation: collation.map(Box::from),
         };
         w.keep_result(key, kept);
         Ok(())

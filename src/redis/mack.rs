@@ -11,13 +11,13 @@ use redis_module::{Context, RedisError, RedisString};
 
 use super::access::{check_payload, core_err, job_key_arg, read_queue, write_queue, Payload};
 use super::args::{
-    check_pins, err, format, from_master_or_aof, is_kw, parse_int, strict_count, Options,
+    check_pins, err, format, from_master_or_aof, is_kw, parse_int, strict_count, worker, Options,
 };
 use super::errors;
 use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
 use super::hooks;
-use super::pop::{take_with, PopArgs};
-use super::reply::{CmdResult, Format, Reply};
+use super::pop::{take_with, Next, PopArgs};
+use super::reply::{CmdResult, Reply};
 use super::worker::check_next_block;
 use super::{module_config, stats};
 use crate::core::error::ErrorCode;
@@ -33,21 +33,25 @@ struct MackArgs<'a> {
     ttl: i64,
     now: i64,
     /// `NEXT`: what to take after the ACKs.
-    next: Option<Next>,
+    next: Option<Then<'a>>,
 }
 
-/// What follows `NEXT`: the lease and count of the jobs to take, how they
-/// are written, and whether to wait for them (`BLOCK ms`).
-struct Next {
-    lease: i64,
+/// What follows `NEXT`: the pop (lease, how the jobs are written, the
+/// worker's name), how many jobs to take, and whether to wait for them
+/// (`BLOCK ms`).
+struct Then<'a> {
+    pop: Next<'a>,
     count: i64,
-    format: Format,
     block: Option<i64>,
 }
 
 /// Parse what follows `NEXT` (`count` defaults to `n`, the leases given).
-fn parse_next(ctx: &Context, after: &[RedisString], n: usize) -> Result<Next, RedisError> {
-    let opts = Options::parse(after, &["LEASE", "COUNT", "FORMAT", "BLOCK"])?;
+fn parse_next<'a>(
+    ctx: &Context,
+    after: &'a [RedisString],
+    n: usize,
+) -> Result<Then<'a>, RedisError> {
+    let opts = Options::parse(after, &["LEASE", "COUNT", "FORMAT", "WORKER", "BLOCK"])?;
     let lease = opts.ms("LEASE")?.unwrap_or_else(module_config::lease_time);
     let max = if from_master_or_aof(ctx) {
         i64::MAX
@@ -63,10 +67,14 @@ fn parse_next(ctx: &Context, after: &[RedisString], n: usize) -> Result<Next, Re
     if count < 1 {
         return Err(err("COUNT must be at least 1"));
     }
-    Ok(Next {
+    let pop = Next {
         lease,
-        count: count.min(max),
         format: format(&opts)?,
+        worker: worker(ctx, &opts)?,
+    };
+    Ok(Then {
+        pop,
+        count: count.min(max),
         block: opts.ms("BLOCK")?,
     })
 }
@@ -156,7 +164,7 @@ fn parse<'a>(ctx: &Context, args: &'a [RedisString]) -> Result<MackArgs<'a>, Red
         Some(after) => {
             let next = parse_next(ctx, after, n)?;
             // Refused before the ACKs: an error leaves the queue as it was.
-            if lease_deadline(now, next.lease).is_none() {
+            if lease_deadline(now, next.pop.lease).is_none() {
                 return Err(core_err(QueueError::TimeOverflow));
             }
             check_next_block(ctx, next.block)?;
@@ -230,12 +238,7 @@ pub fn mack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     };
     let p = PopArgs {
         count: Some(next.count),
-        ..PopArgs::next(
-            next.lease,
-            m.now,
-            module_config::max_attempts(),
-            next.format,
-        )
+        ..PopArgs::next(next.pop, m.now, module_config::max_attempts())
     };
     let head = |ctx: &Context| {
         ffi::reply::array(ctx, 2);
@@ -280,7 +283,7 @@ pub fn mack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
 type Outcomes = Vec<Result<(), QueueError>>;
 
 /// What follows `NEXT` in a blocked MACK's arguments.
-fn blocked_next(ctx: &Context, args: &[RedisString]) -> Result<Next, RedisError> {
+fn blocked_next<'a>(ctx: &Context, args: &'a [RedisString]) -> Result<Then<'a>, RedisError> {
     let [_, _, numleases, rest @ ..] = args else {
         return Err(RedisError::WrongArity);
     };
@@ -303,7 +306,7 @@ fn on_ready<'a>(ctx: &Context, args: &'a [RedisString]) -> Option<CmdResult<'a>>
         count: Some(next.count),
         now: None,
         waking: true,
-        ..PopArgs::next(next.lease, 0, module_config::max_attempts(), next.format)
+        ..PopArgs::next(next.pop, 0, module_config::max_attempts())
     };
     let head = |ctx: &Context| {
         ffi::reply::array(ctx, 2);

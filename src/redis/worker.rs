@@ -14,23 +14,29 @@ use super::access::{
 };
 use super::args::{
     check_pins, err, format, from_master_or_aof, is_kw, max_attempts, page_limit, parse_int,
-    parse_ms, Options,
+    parse_ms, worker, Options,
 };
 use super::ffi::{self, deny_blocking, now_ms, signal_ready, Arg, Kw};
 use super::finish;
 use super::jobs::{config_arg, enqueue_into, publish_put, Putted};
-use super::pop::{self, take, PopArgs};
-use super::reply::{self, owned, CmdResult, Fields, Format, JobReply, Reply, Val};
+use super::pop::{self, take, Next, PopArgs};
+use super::reply::{self, owned, CmdResult, Fields, JobReply, Reply, Val};
 use super::{module_config, stats, timer};
 use crate::core::limits::lease_deadline;
 use crate::core::worker::Dead;
 use crate::core::{JobConfig, JobKey, NackOutcome, QueueError};
 
-/// A dead letter's reply: the job reply with `state`, `died_at`, `cause`.
+/// A dead letter's reply: the job reply with `state`, `died_at`, `cause`
+/// and `error` (the last failure's text, or nil).
 pub fn dead_reply<'a>(j: JobReply<'a>, d: &Dead) -> Reply<'a> {
+    let error = d
+        .error
+        .as_deref()
+        .map_or(Val::Null, |e| Val::Owned(e.to_vec()));
     j.with("state", Val::Bytes(b"dead"))
         .with("died_at", Val::Int(d.died_at))
         .with("cause", Val::Bytes(d.cause.name().as_bytes()))
+        .with("error", error)
         .reply()
 }
 
@@ -58,22 +64,30 @@ fn parse_lease_args(
     Ok((key, token?))
 }
 
-/// What follows `NEXT`: the lease of the job it takes (`LEASE ms`, or the
-/// module default), how it is written (`FORMAT`) and whether to wait for
-/// one (`BLOCK ms`).
-#[derive(Clone, Copy)]
-struct Next {
-    lease: i64,
-    format: Format,
-    block: Option<i64>,
-}
-
-fn next_lease(after: &[RedisString]) -> Result<Next, RedisError> {
-    let opts = Options::parse(after, &["LEASE", "FORMAT", "BLOCK"])?;
-    Ok(Next {
+/// The pop after `NEXT`: the lease of the job it takes (`LEASE ms`, or the
+/// module default), how it is written (`FORMAT`), the worker's name
+/// (`WORKER`), and whether to wait for one (`BLOCK ms`).
+fn next_lease<'a>(
+    ctx: &Context,
+    after: &'a [RedisString],
+) -> Result<(Next<'a>, Option<i64>), RedisError> {
+    let opts = Options::parse(after, &["LEASE", "FORMAT", "WORKER", "BLOCK"])?;
+    let next = Next {
         lease: opts.ms("LEASE")?.unwrap_or_else(module_config::lease_time),
         format: format(&opts)?,
-        block: opts.ms("BLOCK")?,
+        worker: worker(ctx, &opts)?,
+    };
+    Ok((next, opts.ms("BLOCK")?))
+}
+
+/// `NEXT`'s pop and its `BLOCK`, if `NEXT` was given.
+fn next_of<'a>(
+    ctx: &Context,
+    after: Option<&'a [RedisString]>,
+) -> Result<(Option<Next<'a>>, Option<i64>), RedisError> {
+    Ok(match after.map(|a| next_lease(ctx, a)).transpose()? {
+        Some((next, block)) => (Some(next), block),
+        None => (None, None),
     })
 }
 
@@ -83,7 +97,7 @@ fn next_lease(after: &[RedisString]) -> Result<Next, RedisError> {
 /// queue as it was, so the pop half cannot be the first to find out.
 fn check_next(
     ctx: &Context,
-    next: Option<Next>,
+    (next, block): (Option<Next>, Option<i64>),
     now: i64,
     forward: bool,
 ) -> Result<(), RedisError> {
@@ -93,12 +107,12 @@ fn check_next(
     if lease_deadline(now, n.lease).is_none() {
         return Err(core_err(QueueError::TimeOverflow));
     }
-    if forward && n.block.is_some() {
+    if forward && block.is_some() {
         return Err(err(
             "BLOCK is not allowed with FORWARD; send NEXT without BLOCK",
         ));
     }
-    check_next_block(ctx, n.block)
+    check_next_block(ctx, block)
 }
 
 /// `NEXT ... BLOCK` where a client cannot be blocked (MULTI, scripts).
@@ -117,15 +131,15 @@ pub fn check_next_block(ctx: &Context, block: Option<i64>) -> Result<(), RedisEr
 fn next_job<'a>(
     ctx: &Context,
     name: &'a RedisString,
-    next: Next,
+    (next, block): (Next<'a>, Option<i64>),
     now: i64,
     max_attempts: i64,
 ) -> CmdResult<'a> {
-    let p = PopArgs::next(next.lease, now, max_attempts, next.format);
+    let p = PopArgs::next(next, now, max_attempts);
     if let Some(r) = take(ctx, name, &p, false)? {
         return Ok(r);
     }
-    match next.block {
+    match block {
         None => Ok(Reply::Null),
         Some(timeout) => pop::block(ctx, &[name], timeout, next_on_ready),
     }
@@ -138,19 +152,19 @@ fn next_on_ready<'a>(ctx: &Context, args: &'a [RedisString]) -> Option<CmdResult
     let [cmd, name, _, _, rest @ ..] = args else {
         return Some(Err(RedisError::WrongArity));
     };
-    let woken = || -> Result<PopArgs, RedisError> {
+    let woken = || -> Result<PopArgs<'a>, RedisError> {
         let g = match is_kw(cmd, "ORCA.NACK") {
             true => finish::NACK,
             false => finish::ACK,
         };
         let f = finish::parse(g, rest)?;
-        let next = next_lease(f.next.unwrap_or(&[]))?;
+        let (next, _) = next_lease(ctx, f.next.unwrap_or(&[]))?;
         // A NACK's pinned MAXATTEMPTS applies to its NEXT too (as without BLOCK).
         let max_attempts = max_attempts(&f.opts)?;
         Ok(PopArgs {
             now: None,
             waking: true,
-            ..PopArgs::next(next.lease, 0, max_attempts, next.format)
+            ..PopArgs::next(next, 0, max_attempts)
         })
     };
     match woken() {
@@ -211,25 +225,25 @@ fn forward_done(ctx: &Context, queue: &RedisString, p: &Putted) {
 fn finish_reply<'a>(
     ctx: &Context,
     name: &'a RedisString,
-    next: Option<Next>,
+    (next, block): (Option<Next<'a>>, Option<i64>),
     (now, max_attempts): (i64, i64),
     first: Reply<'a>,
     successor: Option<Option<Putted>>,
 ) -> CmdResult<'a> {
     let Some(successor) = successor else {
         return match next {
-            Some(next) => next_job(ctx, name, next, now, max_attempts),
+            Some(next) => next_job(ctx, name, (next, block), now, max_attempts),
             None => Ok(first),
         };
     };
     let second = successor.map_or(Reply::Null, |p| p.reply);
-    let Some(Next { lease, format, .. }) = next else {
+    let Some(next) = next else {
         return Ok(Reply::Array(vec![first, second]));
     };
     // The next job is written by the pop itself (its payload borrowed from
     // the queue), so the array around it is written piece by piece.
     ffi::reply::array(ctx, 2);
-    let p = PopArgs::next(lease, now, max_attempts, format);
+    let p = PopArgs::next(next, now, max_attempts);
     match take(ctx, name, &p, false) {
         Ok(Some(r)) => reply::send(ctx, &r),
         Ok(None) => reply::send(ctx, &Reply::Null),
@@ -257,7 +271,7 @@ pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         return Err(RedisError::WrongArity);
     };
     let f = finish::parse(finish::ACK, rest)?;
-    let next_lease = f.next.map(next_lease).transpose()?;
+    let next_lease = next_of(ctx, f.next)?;
     let opts = &f.opts;
     check_pins(ctx, opts)?;
     let ttl = opts.ms("TTL")?.unwrap_or_else(module_config::result_ttl);
@@ -332,13 +346,19 @@ pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         return Err(RedisError::WrongArity);
     };
     let f = finish::parse(finish::NACK, rest)?;
-    let next_lease = f.next.map(next_lease).transpose()?;
+    let next_lease = next_of(ctx, f.next)?;
     let opts = &f.opts;
     check_pins(ctx, opts)?;
     let delay = opts.ms("DELAY")?;
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
     check_next(ctx, next_lease, now, f.forward.is_some())?;
     let max_attempts = max_attempts(opts)?;
+    // The failure's text, cut to `orca.max-error-length` (a failure is never
+    // refused for its text: the worker would have to fail it again).
+    let error = opts.get("ERROR").map(|e| {
+        let e = e.as_slice();
+        &e[..e.len().min(module_config::max_error_length())]
+    });
     let policy = module_config::policy(Some(max_attempts));
     let forward = forward_arg(ctx, f.forward)?;
     let (key, token) = parse_lease_args(ctx, name, key_arg, token_arg)?;
@@ -357,7 +377,9 @@ pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         None => None,
     };
     let (outcome, _) = write_queue(ctx, name, false, |q| {
-        let o = q.nack(&key, token, delay, now, &policy).map_err(core_err)?;
+        let o = q
+            .nack_with(&key, token, delay, now, &policy, error)
+            .map_err(core_err)?;
         Ok((o, q.take_woken()))
     })?;
     let (outcome, woken) = outcome.ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
@@ -379,6 +401,9 @@ pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         Arg::Keyword(Kw::MaxAttempts),
         Arg::Int(max_attempts),
     ];
+    if let Some(e) = error {
+        rep.extend([Arg::Keyword(Kw::Error), Arg::Bytes(e)]);
+    }
     if let (Some((q2, json)), Some(_)) = (f.forward, &successor) {
         rep.extend([Arg::Bytes(b"FORWARD"), Arg::Client(q2), Arg::Client(json)]);
     }

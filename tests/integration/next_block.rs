@@ -84,18 +84,24 @@ fn ack_and_nack_finish_at_once_and_wait_for_the_next() {
             "ORCA.ACK",
             q,
             &a,
-            &["RESULT", "ra", "NEXT", "LEASE", "60000", "BLOCK", "5000"],
+            &[
+                "RESULT", "ra", "NEXT", "LEASE", "60000", "WORKER", "w:1", "BLOCK", "5000",
+            ],
         ),
     );
     wait_blocked(&mut c, 1);
-    // The ACK is done while the client waits for its next job.
-    assert_eq!(status(&mut c, q, &key_of("a")), None);
+    // The ACK is done while the client waits for its next job (its result
+    // kept: `done`).
+    assert_eq!(state(&mut c, q, &key_of("a")).as_deref(), Some("done"));
     assert_eq!(result(&mut c, q, &key_of("a")).as_deref(), Some(&b"ra"[..]));
     enqueue(&mut c, q, &config("b", None, 0));
     let b = woken(h, "an enqueue");
     assert_eq!(text(&b, "key"), key_of("b"));
     assert!(int(&b, "deadline") - int(&b, "created_at") >= 60_000);
-    assert_eq!(state(&mut c, q, &key_of("b")).as_deref(), Some("leased"));
+    // The job handed out on waking keeps the worker's name, as a woken pop's.
+    let st = must_status(&mut c, q, &key_of("b"));
+    assert_eq!(text(&st, "state"), "leased");
+    assert_eq!(text(&st, "worker"), "w:1");
     assert_eq!(blocked_clients(&mut c), 0);
 
     // NACK: the failure is recorded at once (a retry in a minute), the next
@@ -165,13 +171,14 @@ fn mack_keeps_its_outcomes_while_it_waits() {
             q,
             &[&a, &b, &b],
             &[
-                "RESULTS", "ra", "rb", "rb2", "NEXT", "COUNT", "3", "BLOCK", "5000",
+                "RESULTS", "ra", "rb", "rb2", "NEXT", "COUNT", "3", "WORKER", "w:2", "BLOCK",
+                "5000",
             ],
         ),
     );
     wait_blocked(&mut c, 1);
-    assert_eq!(status(&mut c, q, &key_of("a")), None);
-    assert_eq!(status(&mut c, q, &key_of("b")), None);
+    assert_eq!(state(&mut c, q, &key_of("a")).as_deref(), Some("done"));
+    assert_eq!(state(&mut c, q, &key_of("b")).as_deref(), Some("done"));
     assert_eq!(result(&mut c, q, &key_of("b")).as_deref(), Some(&b"rb"[..]));
     enqueue(&mut c, q, &config("c", None, 0));
     let (outcomes, jobs) = mack_reply(joined(h).0);
@@ -182,6 +189,7 @@ fn mack_keeps_its_outcomes_while_it_waits() {
         vec![key_of("c")],
         "up to COUNT: what is there"
     );
+    assert_eq!(text(&must_status(&mut c, q, &key_of("c")), "worker"), "w:2");
 
     // BLOCK runs out: the outcomes and no jobs.
     let t = Instant::now();

@@ -46,6 +46,11 @@ export interface WorkerOptions {
   handleSignals?: boolean;
   /** Start at once (default true); otherwise call `run()`. */
   autorun?: boolean;
+  /**
+   * This worker's name: it takes jobs as `host:pid:name` (`host:pid` without one), sent as
+   * `WORKER` on every pop and NEXT, so STATUS, LIST and the dashboard show who runs each job.
+   */
+  name?: string;
   logger?: Logger;
 }
 

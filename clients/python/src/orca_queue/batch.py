@@ -112,6 +112,7 @@ class Batches:
             lease_ms=opts.lease_ms if next else None,
             count=count if next else None,
             block_ms=block_ms if next else None,
+            worker=self.w.strategy.worker if next else None,
         )
 
     def settle(self, done: Sequence[Done], reply: P.MackReply) -> list[Done]:
