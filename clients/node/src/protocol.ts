@@ -314,7 +314,11 @@ export function mack(
   const next = o.next;
   if (next === undefined) return { args, parse: (r) => ({ outcomes: outcomesOf(r), jobs: [] }) };
   args.push("NEXT");
-  opt(opt(opt(opt(args, "LEASE", next.leaseMs), "COUNT", next.count), "WORKER", next.worker), "BLOCK", next.blockMs);
+  opt(
+    opt(opt(opt(args, "LEASE", next.leaseMs), "COUNT", next.count), "WORKER", next.worker),
+    "BLOCK",
+    next.blockMs,
+  );
   const reply = (read: (r: unknown) => Job) => (r: unknown) => {
     const [outcomes, jobs] = r as [unknown, unknown];
     if (!Array.isArray(jobs)) throw new TypeError("ORCA.MACK ... NEXT replied without its jobs");

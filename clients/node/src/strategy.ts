@@ -135,7 +135,12 @@ export class FetchStrategy {
       done.map((d) => ({ key: d.job.key, lease: lease(d.job), result: d.result })),
       {
         ttlMs: withResult ? this.opts.resultTtlMs : undefined,
-        next: { leaseMs: this.opts.leaseMs, count: Math.min(count, MAX_POP_COUNT), worker: this.opts.worker, blockMs },
+        next: {
+          leaseMs: this.opts.leaseMs,
+          count: Math.min(count, MAX_POP_COUNT),
+          worker: this.opts.worker,
+          blockMs,
+        },
       },
     );
   }
