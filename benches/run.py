@@ -1442,6 +1442,8 @@ def write_report(b, outdir, total_wall, commit):
         w(f"| {label} | {fmt_rate(med([x['rate'] for x in rr]))} | {h_us[m]:.2f} | "
           f"{'1.00x' if m == 'two-step' else f'{h_ratio:.2f}x (median of the rounds)'} |")
     w("")
+    w("## The Workers against their peers (`make bench-workers`)\n")
+    w(workers_summary())
     w("## Run time by section\n")
     w("| section | seconds |\n|---|---|")
     for k, v in b.section_secs.items():
@@ -1457,6 +1459,25 @@ def write_report(b, outdir, total_wall, commit):
     with open(os.path.join(outdir, "benchmarks.md"), "w") as f:
         f.write(text)
     return targets
+
+
+def workers_summary():
+    """The last `make bench-workers` run's rows (benches/clients/workers.json), between the
+    markers that run rewrites when it ends (make bench runs it after this page)."""
+    begin, end = "<!-- WORKERS -->", "<!-- /WORKERS -->"
+    path = os.path.join(BENCHES, "clients", "workers.json")
+    body = "No `make bench-workers` run yet (benches/clients/workers.json).\n"
+    if os.path.exists(path):
+        sys.path.insert(0, os.path.join(BENCHES, "clients", "py"))
+        try:
+            import report  # benches/clients/py/report.py (standard library only)
+            with open(path) as f:
+                body = report.summary(json.load(f))
+        except Exception as e:  # a page without the summary rather than no page
+            body = f"(could not read benches/clients/workers.json: {e})\n"
+        finally:
+            sys.path.pop(0)
+    return f"{begin}\n{body}{end}\n"
 
 
 # --------------------------------------------------------------------- main

@@ -7,6 +7,7 @@
 //! Data type callbacks are in `datatype.rs`; the timer goes through the
 //! wrapper crate (`timer.rs` guards its own body).
 
+use std::any::Any;
 use std::os::raw::{c_int, c_void};
 use std::sync::OnceLock;
 
@@ -129,6 +130,9 @@ pub type OnTimeout = for<'a> fn(&Context, &'a [RedisString]) -> CmdResult<'a>;
 struct Blocked {
     on_ready: OnReady,
     on_timeout: OnTimeout,
+    /// What the command knew when it blocked and its reply still needs
+    /// (`ORCA.MACK ... NEXT BLOCK`: the outcomes of its ACKs).
+    carried: Box<dyn Any>,
 }
 
 /// Block the client on `keys` until one is signalled ready or `timeout_ms`
@@ -141,6 +145,19 @@ pub fn block_on_keys(
     on_ready: OnReady,
     on_timeout: OnTimeout,
 ) -> bool {
+    block_carrying(ctx, keys, timeout_ms, on_ready, on_timeout, Box::new(()))
+}
+
+/// `block_on_keys`, keeping `carried` for the callbacks (read with
+/// `carried`) until the client is unblocked.
+pub fn block_carrying(
+    ctx: &Context,
+    keys: &[&RedisString],
+    timeout_ms: i64,
+    on_ready: OnReady,
+    on_timeout: OnTimeout,
+    carried: Box<dyn Any>,
+) -> bool {
     let Some(f) = (unsafe { raw::RedisModule_BlockClientOnKeys }) else {
         return false;
     };
@@ -148,6 +165,7 @@ pub fn block_on_keys(
     let privdata = Box::into_raw(Box::new(Blocked {
         on_ready,
         on_timeout,
+        carried,
     }));
     // SAFETY: valid context and keys (Redis copies the array and retains
     // the strings); `privdata` is freed by `free_blocked` when the client
@@ -181,6 +199,12 @@ pub fn ready_key(ctx: &Context) -> Option<RedisString> {
         let k = f(ctx.ctx);
         (!k.is_null()).then(|| RedisString::new(std::ptr::NonNull::new(ctx.ctx), k))
     }
+}
+
+/// What the blocked command kept for its callbacks (`block_carrying`),
+/// inside `on_ready` / `on_timeout`; None if it kept something else.
+pub fn carried<T: 'static>(ctx: &Context) -> Option<&'static T> {
+    blocked(ctx.ctx)?.carried.downcast_ref::<T>()
 }
 
 fn blocked(ctx: *mut raw::RedisModuleCtx) -> Option<&'static Blocked> {

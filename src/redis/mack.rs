@@ -15,9 +15,12 @@ use super::args::{
 };
 use super::errors;
 use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
-use super::pop::{take, Next, PopArgs};
-use super::reply::{self, CmdResult, Reply};
+use super::hooks;
+use super::pop::{take_with, Next, PopArgs};
+use super::reply::{CmdResult, Reply};
+use super::worker::check_next_block;
 use super::{module_config, stats};
+use crate::core::error::ErrorCode;
 use crate::core::limits::lease_deadline;
 use crate::core::{JobKey, QueueError};
 
@@ -29,9 +32,51 @@ struct MackArgs<'a> {
     results: Option<&'a [RedisString]>,
     ttl: i64,
     now: i64,
-    /// `NEXT`: the lease and count of the jobs to take after the ACKs, and
-    /// how they are written.
-    next: Option<(Next<'a>, i64)>,
+    /// `NEXT`: what to take after the ACKs.
+    next: Option<Then<'a>>,
+}
+
+/// What follows `NEXT`: the pop (lease, how the jobs are written, the
+/// worker's name), how many jobs to take, and whether to wait for them
+/// (`BLOCK ms`).
+struct Then<'a> {
+    pop: Next<'a>,
+    count: i64,
+    block: Option<i64>,
+}
+
+/// Parse what follows `NEXT` (`count` defaults to `n`, the leases given).
+fn parse_next<'a>(
+    ctx: &Context,
+    after: &'a [RedisString],
+    n: usize,
+) -> Result<Then<'a>, RedisError> {
+    let opts = Options::parse(after, &["LEASE", "COUNT", "FORMAT", "WORKER", "BLOCK"])?;
+    let lease = opts.ms("LEASE")?.unwrap_or_else(module_config::lease_time);
+    let max = if from_master_or_aof(ctx) {
+        i64::MAX
+    } else {
+        module_config::max_pop_count()
+    };
+    // "Up to n jobs": a COUNT above orca.max-pop-count takes that many (a
+    // client refilling its slots need not know the server's limit).
+    let count = match opts.get("COUNT") {
+        None => n as i64,
+        Some(v) => parse_int(v, "COUNT")?,
+    };
+    if count < 1 {
+        return Err(err("COUNT must be at least 1"));
+    }
+    let pop = Next {
+        lease,
+        format: format(&opts)?,
+        worker: worker(ctx, &opts)?,
+    };
+    Ok(Then {
+        pop,
+        count: count.min(max),
+        block: opts.ms("BLOCK")?,
+    })
 }
 
 /// The options after the pairs: the `RESULTS` run, the runs of `NAME value`
@@ -117,32 +162,13 @@ fn parse<'a>(ctx: &Context, args: &'a [RedisString]) -> Result<MackArgs<'a>, Red
     let next = match next {
         None => None,
         Some(after) => {
-            let opts = Options::parse(after, &["LEASE", "COUNT", "FORMAT", "WORKER"])?;
-            let lease = opts.ms("LEASE")?.unwrap_or_else(module_config::lease_time);
-            if lease_deadline(now, lease).is_none() {
-                // Refused before the ACKs: an error leaves the queue as it was.
+            let next = parse_next(ctx, after, n)?;
+            // Refused before the ACKs: an error leaves the queue as it was.
+            if lease_deadline(now, next.pop.lease).is_none() {
                 return Err(core_err(QueueError::TimeOverflow));
             }
-            let max = if from_master_or_aof(ctx) {
-                i64::MAX
-            } else {
-                module_config::max_pop_count()
-            };
-            // "Up to n jobs": a COUNT above orca.max-pop-count takes that many (a
-            // client refilling its slots need not know the server's limit).
-            let count = match opts.get("COUNT") {
-                None => n as i64,
-                Some(v) => parse_int(v, "COUNT")?,
-            };
-            if count < 1 {
-                return Err(err("COUNT must be at least 1"));
-            }
-            let next = Next {
-                lease,
-                format: format(&opts)?,
-                worker: worker(ctx, &opts)?,
-            };
-            Some((next, count.min(max)))
+            check_next_block(ctx, next.block)?;
+            Some(next)
         }
     };
     if let Some(rs) = results {
@@ -206,21 +232,109 @@ pub fn mack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     if woken {
         signal_ready(ctx, name);
     }
-    let Some((next, count)) = m.next else {
+    let Some(next) = m.next else {
         send_outcomes(ctx, &outcomes);
         return Ok(Reply::Sent);
     };
-    ffi::reply::array(ctx, 2);
-    send_outcomes(ctx, &outcomes);
     let p = PopArgs {
-        count: Some(count),
-        ..PopArgs::next(next, m.now, module_config::max_attempts())
+        count: Some(next.count),
+        ..PopArgs::next(next.pop, m.now, module_config::max_attempts())
     };
-    match take(ctx, name, &p, false) {
-        Ok(Some(r)) => reply::send(ctx, &r),
-        Ok(None) => ffi::reply::array(ctx, 0),
-        Err(e) => errors::send_err(ctx, e),
+    let head = |ctx: &Context| {
+        ffi::reply::array(ctx, 2);
+        send_outcomes(ctx, &outcomes);
+    };
+    match take_with(ctx, name, &p, false, &head) {
+        Ok(Some(_)) => {}
+        Ok(None) => match next.block {
+            Some(timeout) => {
+                // The ACKs are done (and replicated); the reply waits for jobs.
+                let keys = [name];
+                if !hooks::block_carrying(
+                    ctx,
+                    &keys,
+                    timeout,
+                    on_ready,
+                    on_timeout,
+                    Box::new(outcomes.clone()),
+                ) {
+                    head(ctx);
+                    errors::send_err(
+                        ctx,
+                        errors::coded(ErrorCode::Internal, &[], "could not block the client"),
+                    );
+                }
+                return Ok(Reply::Sent);
+            }
+            None => {
+                head(ctx);
+                ffi::reply::array(ctx, 0);
+            }
+        },
+        Err(e) => {
+            head(ctx);
+            errors::send_err(ctx, e);
+        }
     }
+    Ok(Reply::Sent)
+}
+
+/// The outcomes of a blocked `ORCA.MACK ... NEXT BLOCK`'s ACKs.
+type Outcomes = Vec<Result<(), QueueError>>;
+
+/// What follows `NEXT` in a blocked MACK's arguments.
+fn blocked_next<'a>(ctx: &Context, args: &'a [RedisString]) -> Result<Then<'a>, RedisError> {
+    let [_, _, numleases, rest @ ..] = args else {
+        return Err(RedisError::WrongArity);
+    };
+    // As the command parsed them when it ran (it was accepted).
+    let n = strict_count(numleases.as_slice(), "numleases", rest.len() / 2, "pairs")?;
+    let rest = rest.get(2 * n..).unwrap_or(&[]);
+    let after = split(rest, n)?.next.unwrap_or(&[]);
+    parse_next(ctx, after, n)
+}
+
+/// The queue of a blocked `ORCA.MACK ... NEXT BLOCK` was signalled: reply
+/// the outcomes and the jobs it can hand out now, or keep waiting.
+fn on_ready<'a>(ctx: &Context, args: &'a [RedisString]) -> Option<CmdResult<'a>> {
+    let outcomes: &Outcomes = hooks::carried(ctx)?;
+    let next = match blocked_next(ctx, args) {
+        Ok(n) => n,
+        Err(e) => return Some(Err(e)),
+    };
+    let p = PopArgs {
+        count: Some(next.count),
+        now: None,
+        waking: true,
+        ..PopArgs::next(next.pop, 0, module_config::max_attempts())
+    };
+    let head = |ctx: &Context| {
+        ffi::reply::array(ctx, 2);
+        send_outcomes(ctx, outcomes);
+    };
+    match take_with(ctx, &args[1], &p, false, &head) {
+        Ok(Some(_)) => Some(Ok(Reply::Sent)),
+        Ok(None) => None,
+        Err(e) => {
+            head(ctx);
+            errors::send_err(ctx, e);
+            Some(Ok(Reply::Sent))
+        }
+    }
+}
+
+/// BLOCK ran out (or CLIENT UNBLOCK): the outcomes and no jobs.
+fn on_timeout<'a>(ctx: &Context, _args: &'a [RedisString]) -> CmdResult<'a> {
+    let Some(outcomes) = hooks::carried::<Outcomes>(ctx) else {
+        return Err(errors::coded(
+            ErrorCode::Internal,
+            &[],
+            "blocked ORCA.MACK lost its outcomes",
+        ));
+    };
+    ffi::reply::array(ctx, 2);
+    send_outcomes(ctx, outcomes);
+    ffi::reply::array(ctx, 0);
     Ok(Reply::Sent)
 }
 

@@ -115,6 +115,18 @@ pub fn take<'a>(
     p: &PopArgs,
     queue: bool,
 ) -> Result<Option<Reply<'a>>, RedisError> {
+    take_with(ctx, name, p, queue, &|_| ())
+}
+
+/// `take`, with `head` written just before the jobs, only if any are
+/// handed out (`ORCA.MACK ... NEXT`: the outcomes in front of them).
+pub fn take_with<'a>(
+    ctx: &Context,
+    name: &'a RedisString,
+    p: &PopArgs,
+    queue: bool,
+    head: &dyn Fn(&Context),
+) -> Result<Option<Reply<'a>>, RedisError> {
     let now = p.now.unwrap_or_else(now_ms);
     let policy = module_config::policy(Some(p.max_attempts));
     let count = p.count.unwrap_or(1) as usize;
@@ -133,6 +145,9 @@ pub fn take<'a>(
         // Written now, while the jobs' payloads can be borrowed from
         // their leases (no copy).
         let queue_name = queue.then(|| name.as_slice());
+        if !hs.is_empty() {
+            head(ctx);
+        }
         if !hs.is_empty() && p.count.is_none() {
             let d = hs.first().and_then(|h| q.handout(h));
             reply::send_delivery(ctx, d.as_ref(), queue_name, p.format);
@@ -218,7 +233,7 @@ pub fn pop<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     }
 }
 
-fn block<'a>(
+pub fn block<'a>(
     ctx: &Context,
     keys: &[&RedisString],
     timeout: i64,
@@ -249,7 +264,7 @@ fn pop_on_ready<'a>(ctx: &Context, args: &'a [RedisString]) -> Option<CmdResult<
 }
 
 /// BLOCK ran out: nil, like BLPOP.
-fn on_timeout<'a>(_ctx: &Context, _args: &'a [RedisString]) -> CmdResult<'a> {
+pub fn on_timeout<'a>(_ctx: &Context, _args: &'a [RedisString]) -> CmdResult<'a> {
     Ok(Reply::Null)
 }
 

@@ -16,10 +16,10 @@ use super::args::{
     check_pins, err, format, from_master_or_aof, is_kw, max_attempts, page_limit, parse_int,
     parse_ms, worker, Options,
 };
-use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
+use super::ffi::{self, deny_blocking, now_ms, signal_ready, Arg, Kw};
 use super::finish;
 use super::jobs::{config_arg, enqueue_into, publish_put, Putted};
-use super::pop::{take, Next, PopArgs};
+use super::pop::{self, take, Next, PopArgs};
 use super::reply::{self, owned, CmdResult, Fields, JobReply, Reply, Val};
 use super::{module_config, stats, timer};
 use crate::core::limits::lease_deadline;
@@ -65,40 +65,112 @@ fn parse_lease_args(
 }
 
 /// The pop after `NEXT`: the lease of the job it takes (`LEASE ms`, or the
-/// module default), how it is written (`FORMAT`) and the worker's name
-/// (`WORKER`).
-fn next_lease<'a>(ctx: &Context, after: &'a [RedisString]) -> Result<Next<'a>, RedisError> {
-    let opts = Options::parse(after, &["LEASE", "FORMAT", "WORKER"])?;
-    Ok(Next {
+/// module default), how it is written (`FORMAT`), the worker's name
+/// (`WORKER`), and whether to wait for one (`BLOCK ms`).
+fn next_lease<'a>(
+    ctx: &Context,
+    after: &'a [RedisString],
+) -> Result<(Next<'a>, Option<i64>), RedisError> {
+    let opts = Options::parse(after, &["LEASE", "FORMAT", "WORKER", "BLOCK"])?;
+    let next = Next {
         lease: opts.ms("LEASE")?.unwrap_or_else(module_config::lease_time),
         format: format(&opts)?,
         worker: worker(ctx, &opts)?,
+    };
+    Ok((next, opts.ms("BLOCK")?))
+}
+
+/// `NEXT`'s pop and its `BLOCK`, if `NEXT` was given.
+fn next_of<'a>(
+    ctx: &Context,
+    after: Option<&'a [RedisString]>,
+) -> Result<(Option<Next<'a>>, Option<i64>), RedisError> {
+    Ok(match after.map(|a| next_lease(ctx, a)).transpose()? {
+        Some((next, block)) => (Some(next), block),
+        None => (None, None),
     })
 }
 
-/// Refuse a `NEXT` whose lease cannot be taken at `now` before the ACK/NACK
-/// runs: an error must leave the queue as it was, so the pop half cannot
-/// be the first to find out.
-fn check_next_lease(next: Option<Next>, now: i64) -> Result<(), RedisError> {
-    match next {
-        Some(n) if lease_deadline(now, n.lease).is_none() => {
-            Err(core_err(QueueError::TimeOverflow))
-        }
-        _ => Ok(()),
+/// Refuse, before the ACK/NACK runs, a `NEXT` whose lease cannot be taken
+/// at `now` or that would block where a client cannot (or with a
+/// `FORWARD`, whose reply is written at once): an error must leave the
+/// queue as it was, so the pop half cannot be the first to find out.
+fn check_next(
+    ctx: &Context,
+    (next, block): (Option<Next>, Option<i64>),
+    now: i64,
+    forward: bool,
+) -> Result<(), RedisError> {
+    let Some(n) = next else {
+        return Ok(());
+    };
+    if lease_deadline(now, n.lease).is_none() {
+        return Err(core_err(QueueError::TimeOverflow));
     }
+    if forward && block.is_some() {
+        return Err(err(
+            "BLOCK is not allowed with FORWARD; send NEXT without BLOCK",
+        ));
+    }
+    check_next_block(ctx, block)
+}
+
+/// `NEXT ... BLOCK` where a client cannot be blocked (MULTI, scripts).
+pub fn check_next_block(ctx: &Context, block: Option<i64>) -> Result<(), RedisError> {
+    if block.is_some() && deny_blocking(ctx) {
+        return Err(err(
+            "BLOCK is not allowed inside MULTI/EXEC or scripts; send NEXT without BLOCK",
+        ));
+    }
+    Ok(())
 }
 
 /// The job after an ACK/NACK ... NEXT: popped as a pop would be (and
-/// replicated as one), at the same pinned time; nil if none.
+/// replicated as one), at the same pinned time; nil if none, or (`BLOCK`)
+/// the client waits for one like `ORCA.POP ... BLOCK`.
 fn next_job<'a>(
     ctx: &Context,
     name: &'a RedisString,
-    next: Next<'a>,
+    (next, block): (Next<'a>, Option<i64>),
     now: i64,
     max_attempts: i64,
 ) -> CmdResult<'a> {
     let p = PopArgs::next(next, now, max_attempts);
-    Ok(take(ctx, name, &p, false)?.unwrap_or(Reply::Null))
+    if let Some(r) = take(ctx, name, &p, false)? {
+        return Ok(r);
+    }
+    match block {
+        None => Ok(Reply::Null),
+        Some(timeout) => pop::block(ctx, &[name], timeout, next_on_ready),
+    }
+}
+
+/// The queue of a blocked `ACK/NACK ... NEXT BLOCK` was signalled: the
+/// finish is done (it ran when the command did); hand out the next job, or
+/// keep waiting. Replicated as a woken `ORCA.POP ... BLOCK` is.
+fn next_on_ready<'a>(ctx: &Context, args: &'a [RedisString]) -> Option<CmdResult<'a>> {
+    let [cmd, name, _, _, rest @ ..] = args else {
+        return Some(Err(RedisError::WrongArity));
+    };
+    let woken = || -> Result<PopArgs<'a>, RedisError> {
+        let g = match is_kw(cmd, "ORCA.NACK") {
+            true => finish::NACK,
+            false => finish::ACK,
+        };
+        let f = finish::parse(g, rest)?;
+        let (next, _) = next_lease(ctx, f.next.unwrap_or(&[]))?;
+        // A NACK's pinned MAXATTEMPTS applies to its NEXT too (as without BLOCK).
+        let max_attempts = max_attempts(&f.opts)?;
+        Ok(PopArgs {
+            now: None,
+            waking: true,
+            ..PopArgs::next(next, 0, max_attempts)
+        })
+    };
+    match woken() {
+        Ok(p) => take(ctx, name, &p, false).transpose(),
+        Err(e) => Some(Err(e)),
+    }
 }
 
 /// Wake blocked pops if a capped collation came back below its cap.
@@ -153,14 +225,14 @@ fn forward_done(ctx: &Context, queue: &RedisString, p: &Putted) {
 fn finish_reply<'a>(
     ctx: &Context,
     name: &'a RedisString,
-    next: Option<Next<'a>>,
+    (next, block): (Option<Next<'a>>, Option<i64>),
     (now, max_attempts): (i64, i64),
     first: Reply<'a>,
     successor: Option<Option<Putted>>,
 ) -> CmdResult<'a> {
     let Some(successor) = successor else {
         return match next {
-            Some(next) => next_job(ctx, name, next, now, max_attempts),
+            Some(next) => next_job(ctx, name, (next, block), now, max_attempts),
             None => Ok(first),
         };
     };
@@ -199,12 +271,12 @@ pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         return Err(RedisError::WrongArity);
     };
     let f = finish::parse(finish::ACK, rest)?;
-    let next_lease = f.next.map(|a| next_lease(ctx, a)).transpose()?;
+    let next_lease = next_of(ctx, f.next)?;
     let opts = &f.opts;
     check_pins(ctx, opts)?;
     let ttl = opts.ms("TTL")?.unwrap_or_else(module_config::result_ttl);
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
-    check_next_lease(next_lease, now)?;
+    check_next(ctx, next_lease, now, f.forward.is_some())?;
     let result_arg = opts.get("RESULT");
     let result = result_arg.map(|r| r.as_slice());
     if let Some(r) = result {
@@ -274,12 +346,12 @@ pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         return Err(RedisError::WrongArity);
     };
     let f = finish::parse(finish::NACK, rest)?;
-    let next_lease = f.next.map(|a| next_lease(ctx, a)).transpose()?;
+    let next_lease = next_of(ctx, f.next)?;
     let opts = &f.opts;
     check_pins(ctx, opts)?;
     let delay = opts.ms("DELAY")?;
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
-    check_next_lease(next_lease, now)?;
+    check_next(ctx, next_lease, now, f.forward.is_some())?;
     let max_attempts = max_attempts(opts)?;
     // The failure's text, cut to `orca.max-error-length` (a failure is never
     // refused for its text: the worker would have to fail it again).

@@ -429,8 +429,8 @@ fn errors_change_nothing() {
             "ERR COUNT must be an integer",
         ),
         (
-            args!["ORCA.MACK", q, 1, &k, &l, "NEXT", "BLOCK", 5],
-            "ERR unknown option 'BLOCK'",
+            args!["ORCA.MACK", q, 1, &k, &l, "NEXT", "BLOCK", -5],
+            "ERR BLOCK must be between 0 and",
         ),
         (
             args![

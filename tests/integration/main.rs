@@ -32,6 +32,7 @@ mod limits;
 mod mack;
 mod move_job;
 mod mpop;
+mod next_block;
 mod panic_guard;
 mod persistence;
 mod policies_durability;

@@ -312,6 +312,100 @@ def _trickle(samples: list[dict[str, Any]], meta: dict[str, Any], w: Callable[[s
     w("")
 
 
+def _rel_drain(ds: list[dict[str, Any]], side: str, to: str) -> list[float]:
+    def fn(m: dict[str, dict[str, Any]]) -> float | None:
+        if side not in m:
+            return None
+        if to == "peer":
+            peers = [m[p]["rate"] for p in PEERS if p in m]
+            return m[side]["rate"] / max(peers) if peers else None
+        return m[side]["rate"] / m[to]["rate"] if to in m else None
+
+    return per_round(ds, fn)
+
+
+def summary(data: dict[str, Any]) -> str:
+    """The issue's rows in one table (docs/benchmarks.md's summary of this run)."""
+    meta, samples = data["meta"], data["samples"]
+    rows: list[tuple[str, str, str, str]] = []
+
+    def add(what: str, got: list[float], fmt: str, target: str, ok: bool | None) -> None:
+        if got:
+            cell = f"{format(med(got), fmt)} ({join(got, fmt)})"
+            rows.append((what, cell, target, "-" if ok is None else ("met" if ok else "**missed**")))
+
+    ds = [s for s in samples if s["section"] == "drain"]
+    names = {"orca-aio": "asyncio Worker (c64)", "orca-sync": "thread Worker (c16)"}
+    for side in PY_WORKERS:
+        x = _rel_drain(ds, side, "peer")
+        add(f"drain, {names[side]} / best Python peer", x, ".2f", ">= 4x", bool(x) and med(x) >= 4)
+        x = _rel_drain(ds, side, "node")
+        add(f"drain, {names[side]} / Node Worker", x, ".2f", ">= 0.25x", bool(x) and med(x) >= 0.25)
+    ls = [s for s in samples if s["section"] == "latency" and s["offered"] == 1000]
+    for side in PY_WORKERS:
+        x = per_round(
+            ls,
+            lambda m, side=side: (
+                m[side]["lat"]["p99"] / min(m[q]["lat"]["p99"] for q in LAT_PEERS if q in m)
+                if side in m and any(q in m for q in LAT_PEERS)
+                else None
+            ),
+        )
+        add(f"latency at 1k/s, {names[side]}: p99 / best peer's", x, ".2f", "<= 0.5x", bool(x) and med(x) <= 0.5)
+        p50 = [s["lat"]["p50"] for s in ls if s["side"] == side]
+        add(f"latency at 1k/s, {names[side]}: p50 ms", p50, ".2f", "<= 1 ms", bool(p50) and med(p50) <= 1)
+    x = per_round(
+        ls,
+        lambda m: m["node"]["lat"]["p99"] / m["bull"]["lat"]["p99"] if "node" in m and "bull" in m else None,
+    )
+    add("latency at 1k/s, Node Worker: p99 / BullMQ's", x, ".2f", "<= 0.2x", bool(x) and med(x) <= 0.2)
+    rs = [s for s in samples if s["section"] == "rush"]
+    for side in PY_WORKERS:
+        x = per_round(
+            rs,
+            lambda m, side=side: (
+                m[side]["drain_s"] / m["node"]["drain_s"] if side in m and "node" in m else None
+            ),
+        )
+        add(f"deadline rush, {names[side]}: drain time / Node's", x, ".2f", "<= 1.5x", bool(x) and med(x) <= 1.5)
+    ts = [s for s in samples if s["section"] == "trickle"]
+    for side in [*PY_WORKERS, "node"]:
+        x = [per_job_commands(s["commands"], s["jobs"]) for s in ts if s["side"] == side]
+        what = names.get(side, "Node Worker (c16)")
+        add(f"at a trickle, {what}: commands per job", x, ".2f", "~1.2", bool(x) and med(x) <= 1.25)
+    loads = ", ".join(f"{k} {v[0]} -> {v[1]}" for k, v in meta.get("loads", {}).items())
+    intro = (
+        f"From `make bench-workers` on {meta['date']} ({meta['rounds']} rounds; load average "
+        f"(1, 5, 15 min) by section: {loads}; the full tables, the peers' settings and the "
+        "analysis in benches/clients/workers.md). Ratios are the median of the per-round "
+        "ratios (each round's in brackets)."
+    )
+    out = [
+        intro,
+        "",
+        "| row | this run | target | verdict |",
+        "|---|---|---|---|",
+    ]
+    out += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
+    return "\n".join(out) + "\n"
+
+
+WORKERS_BEGIN = "<!-- WORKERS -->"
+WORKERS_END = "<!-- /WORKERS -->"
+
+
+def put_summary(page: Path, data: dict[str, Any]) -> bool:
+    """Replace the summary between the markers of docs/benchmarks.md; False without them."""
+    if not page.exists():
+        return False
+    text = page.read_text()
+    a, b = text.find(WORKERS_BEGIN), text.find(WORKERS_END)
+    if a < 0 or b < a:
+        return False
+    page.write_text(text[: a + len(WORKERS_BEGIN)] + "\n" + summary(data) + text[b:])
+    return True
+
+
 def render(data: dict[str, Any]) -> str:
     meta, samples = data["meta"], data["samples"]
     lines: list[str] = []

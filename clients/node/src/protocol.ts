@@ -301,7 +301,7 @@ function outcomesOf(r: unknown): (Error | null)[] {
 export function mack(
   q: string,
   items: MackItem[],
-  o: { ttlMs?: number; next?: { leaseMs?: number; count?: number; worker?: string } } = {},
+  o: { ttlMs?: number; next?: { leaseMs?: number; count?: number; worker?: string; blockMs?: number } } = {},
 ): Command<MackReply> {
   if (items.length === 0) throw new RangeError("ORCA.MACK needs at least one delivery");
   const withResult = items.filter((i) => i.result !== undefined).length;
@@ -314,7 +314,11 @@ export function mack(
   const next = o.next;
   if (next === undefined) return { args, parse: (r) => ({ outcomes: outcomesOf(r), jobs: [] }) };
   args.push("NEXT");
-  opt(opt(opt(args, "LEASE", next.leaseMs), "COUNT", next.count), "WORKER", next.worker);
+  opt(
+    opt(opt(opt(args, "LEASE", next.leaseMs), "COUNT", next.count), "WORKER", next.worker),
+    "BLOCK",
+    next.blockMs,
+  );
   const reply = (read: (r: unknown) => Job) => (r: unknown) => {
     const [outcomes, jobs] = r as [unknown, unknown];
     if (!Array.isArray(jobs)) throw new TypeError("ORCA.MACK ... NEXT replied without its jobs");

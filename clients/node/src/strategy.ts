@@ -121,11 +121,13 @@ export class FetchStrategy {
 
   /**
    * ORCA.MACK ... NEXT LEASE COUNT n: the finished jobs of the first queue (all with a result or
-   * none), acked in one command that brings up to `count` next jobs.
+   * none), acked in one command that brings up to `count` next jobs (`blockMs`: waiting up to
+   * that long for them, `NEXT ... BLOCK`).
    */
   ackManyNext(
     done: { job: Job; result: Buffer | string | undefined }[],
     count: number,
+    blockMs?: number,
   ): P.Command<P.MackReply> {
     const withResult = done.some((d) => d.result !== undefined);
     return P.mack(
@@ -133,7 +135,12 @@ export class FetchStrategy {
       done.map((d) => ({ key: d.job.key, lease: lease(d.job), result: d.result })),
       {
         ttlMs: withResult ? this.opts.resultTtlMs : undefined,
-        next: { leaseMs: this.opts.leaseMs, count: Math.min(count, MAX_POP_COUNT), worker: this.opts.worker },
+        next: {
+          leaseMs: this.opts.leaseMs,
+          count: Math.min(count, MAX_POP_COUNT),
+          worker: this.opts.worker,
+          blockMs,
+        },
       },
     );
   }

@@ -21,63 +21,15 @@ import { Forward } from "./handoff";
 import type * as P from "./protocol";
 import { Queue, run } from "./queue";
 import { FetchStrategy } from "./strategy";
+import { ACK_WAIT_MS, Trickle } from "./trickle";
 import { WorkerWriter } from "./writer";
 import { ClusterBlockers } from "./shards";
 import { isCluster, type RedisClient } from "./send";
 import type { Job, NackOutcome } from "./types";
+import { defaultLogger, integer, type Handler, type Logger, type WorkerOptions } from "./worker-options";
 
-export type Handler = (job: Job) => unknown;
-
-export interface Logger {
-  debug(message: string, ...args: unknown[]): void;
-  info(message: string, ...args: unknown[]): void;
-  warn(message: string, ...args: unknown[]): void;
-  error(message: string, ...args: unknown[]): void;
-}
-
-/** Warnings and errors to the console; debug and info dropped. */
-export const defaultLogger: Logger = {
-  debug: () => {},
-  info: () => {},
-  warn: (m, ...a) => console.warn(`[orca-queue] ${m}`, ...a),
-  error: (m, ...a) => console.error(`[orca-queue] ${m}`, ...a),
-};
-
-export interface WorkerOptions {
-  /** Jobs handled at once (default 1). */
-  concurrency?: number;
-  /** Lease of each delivery (default 300000 ms); heartbeats extend it. */
-  leaseMs?: number;
-  /** How long one blocking pop waits (default 5000 ms). */
-  blockMs?: number;
-  /** At close, how long running handlers may take before their jobs are handed back (default 30000 ms). */
-  graceMs?: number;
-  /** Heartbeat period (default a third of the lease). */
-  heartbeatMs?: number;
-  /**
-   * A slot that finishes a job on its own takes its next one in the same round trip
-   * (`ORCA.ACK ... NEXT`; slots finishing together share one pop). Default true; false: plain
-   * ACKs, free slots are refilled by batched pops.
-   */
-  ackNext?: boolean;
-  /** TTL of ACK results (default: the server's orca.result-ttl). */
-  resultTtlMs?: number;
-  /** NACK delay (default: the server's exponential backoff). */
-  nackDelayMs?: number;
-  /**
-   * Close on SIGTERM/SIGINT (a second signal skips the grace). Default true. The worker never
-   * exits the process: it ends once running handlers have settled (honour `job.signal`).
-   */
-  handleSignals?: boolean;
-  /** Start at once (default true); otherwise call `run()`. */
-  autorun?: boolean;
-  /**
-   * This worker's name: it takes jobs as `host:pid:name` (`host:pid` without one), sent as
-   * `WORKER` on every pop and NEXT, so STATUS, LIST and the dashboard show who runs each job.
-   */
-  name?: string;
-  logger?: Logger;
-}
+export { defaultLogger };
+export type { Handler, Logger, WorkerOptions };
 
 /** `host:pid`, or `host:pid:name`: how a Worker names itself on its pops. */
 export function workerName(name?: string): string {
@@ -100,11 +52,7 @@ interface Running {
   job: Job;
   lastBeat: number;
   finished: boolean;
-}
-
-function integer(name: string, value: unknown, low: number, why = ""): void {
-  if (!(Number.isSafeInteger(value) && (value as number) >= low))
-    throw new RangeError(`${name} must be an integer >= ${low}${why}`);
+  started: number; // performance.now() when the worker got it
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
@@ -148,6 +96,8 @@ export class Worker extends EventEmitter {
   private noMack = false; // the server has no ORCA.MACK: plain ACKs
   private flushTimer: NodeJS.Immediate | undefined; // the finishes of this loop iteration, flushed in its check phase
   private drained = false; // a pop came back short: block instead of polling
+  private readonly trickle = new Trickle(() => this.pump());
+  private blockNext = false; // finishes may wait for work: one queue, one server, no WAIT
   private pausedUntil = 0;
   private backoff = 100;
   private backoffTimer: NodeJS.Timeout | undefined;
@@ -227,6 +177,7 @@ export class Worker extends EventEmitter {
       // to wake the blocking pop). A CLIENT ID asked after the loss runs on the next connection.
       blocker.on("close", () => (this.blockerId = undefined));
     }
+    this.blockNext = !this.shards && !this.strategy.several && this.strategy.batches && !this.durability.on;
     if (opts.handleSignals ?? true) {
       this.onSignal = () => {
         if (this.closing) {
@@ -280,7 +231,11 @@ export class Worker extends EventEmitter {
   private pump(): void {
     if (this.drained) {
       // The queue was found empty: one blocking pop, once the non-blocking ones are back.
-      if (!this.stopping && !this.blocking && this.inFlight === 0 && this.pausedUntil === 0) this.block();
+      if (!this.stopping && !this.blocking && this.inFlight === 0 && this.pausedUntil === 0) {
+        // (finishes waiting for this iteration's flush count as running: it may wait for work)
+        if (!this.blockNext || !this.trickle.lingering(this.running.size + this.finishing.length))
+          this.block();
+      }
       return;
     }
     while (!this.stopping && !this.blocking && this.pausedUntil === 0) {
@@ -357,8 +312,11 @@ export class Worker extends EventEmitter {
       return;
     }
     if (jobs.length > 0) this.markDispatched();
-    // Fewer jobs than asked: the queue is empty now. Stop polling it; block instead.
-    this.drained = wasBlocking ? false : this.drained || jobs.length < n;
+    // Fewer jobs than asked: the queue is empty now. Stop polling it; block instead. (A blocking
+    // MPOP, or pops on several shards, that came back short may leave jobs elsewhere.)
+    if (wasBlocking) this.drained = !this.shards && !this.strategy.several && jobs.length < n;
+    else this.drained ||= jobs.length < n;
+    this.trickle.arriving(n, jobs.length, wasBlocking);
     for (const job of jobs) this.start(job);
     this.pump();
   }
@@ -383,7 +341,7 @@ export class Worker extends EventEmitter {
 
   // -- handling ---------------------------------------------------------------------------
   private start(job: Job): void {
-    const r: Running = { job, lastBeat: Date.now(), finished: false };
+    const r: Running = { job, lastBeat: Date.now(), finished: false, started: performance.now() };
     this.running.add(r);
     let p: Promise<unknown>;
     try {
@@ -405,6 +363,7 @@ export class Worker extends EventEmitter {
     }
     r.finished = true;
     this.running.delete(r);
+    this.trickle.took(r.started);
     this.writer.leaseEnds.set(job, r.lastBeat + this.leaseMs);
     this.wakeClose?.();
     if (job.abandoned !== undefined) {
@@ -464,6 +423,7 @@ export class Worker extends EventEmitter {
         this.track(this.settle(job, value, result, undefined, false));
       return;
     }
+    if (this.waitsForWork(done)) return this.track(this.ackAndWait(done));
     if (done.length === 1) {
       const { job, value, result } = done[0]!;
       this.track(this.ackThenNext(job, value, result));
@@ -482,6 +442,52 @@ export class Worker extends EventEmitter {
           this.track(this.ackThenNext(job, value, result));
         } else this.track(this.ackManyThenNext(chunk));
       }
+  }
+
+  /**
+   * At a trickle (the queue found empty, jobs arriving one by one), the last running jobs'
+   * finishes, nothing waiting on the blocking connection: they ack and wait there for the next
+   * job in one command, `MACK ... NEXT COUNT <free slots> BLOCK <= ACK_WAIT_MS` (ackAndWait;
+   * their `completed` events come with its reply).
+   */
+  private waitsForWork(done: Finishing[]): boolean {
+    if (!this.blockNext || !this.trickle.on || !this.drained || this.blocking) return false;
+    if (this.inFlight > 0 || this.pausedUntil > 0 || this.running.size > 0) return false;
+    const kept = done.filter((d) => d.result !== undefined).length;
+    return kept === 0 || kept === done.length; // one MACK takes a result for all or none
+  }
+
+  private async ackAndWait(done: Finishing[]): Promise<void> {
+    this.trickle.stop();
+    const avail = Math.max(0, this.concurrency - this.running.size - this.reserved);
+    this.blocking = true; // (before the first await: pump() sees it)
+    this.reserved += avail; // the finishing slots are reserved already (finish())
+    const n = done.length + avail;
+    let reply: P.MackReply;
+    try {
+      const blocker = this.blocker!;
+      this.blockerId ??= blocker.call("CLIENT", "ID").then(Number);
+      await this.blockerId;
+      const wait = Math.min(this.strategy.blockMs, ACK_WAIT_MS);
+      reply = await run(blocker, this.strategy.ackManyNext(done, n, wait));
+    } catch (e) {
+      this.blocking = false;
+      this.reserved -= avail;
+      this.fetchBack?.();
+      if (!(e instanceof OrcaError)) this.blockerId = undefined;
+      if (e instanceof Error && /unknown option 'BLOCK'/.test(e.message)) {
+        this.log.warn("the server has no NEXT ... BLOCK (an older module): blocking pops");
+        this.blockNext = false;
+      }
+      // Not waited for: acked as any batch (re-sent after a connection error, one by one if a
+      // result is too large), NEXT refilling the slots.
+      return this.ackManyThenNext(done);
+    }
+    this.blocking = false;
+    this.reserved -= avail;
+    this.fetchBack?.();
+    this.settled(done, reply.outcomes);
+    await this.place(done.length, reply.jobs, n);
   }
 
   /** The finished jobs of other queues: one MACK per queue and result kind (a lone job: ACK). */
@@ -576,9 +582,13 @@ export class Worker extends EventEmitter {
   // Methods and bound fields rather than closures made per batch: V8 then optimizes one function
   // per step instead of re-optimizing a fresh closure for every MACK.
   /** The jobs a MACK ... NEXT of `n` deliveries brought run in the slots those held. */
-  private async place(n: number, jobs: Job[]): Promise<void> {
+  private async place(n: number, jobs: Job[], waitedFor = 0): Promise<void> {
     this.reserved -= n;
-    if (jobs.length < n && !this.strategy.several) this.drained = true;
+    if (!this.strategy.several) {
+      // (waitedFor: the jobs a MACK ... NEXT BLOCK asked for, its slots and the free ones)
+      this.drained = jobs.length < (waitedFor || n);
+      this.trickle.arriving(waitedFor || n, jobs.length, waitedFor > 0);
+    }
     if (this.stopping) await this.handBack(jobs, "leased by MACK ... NEXT while stopping, handed back");
     else {
       if (jobs.length > 0) this.markDispatched();
@@ -752,6 +762,7 @@ export class Worker extends EventEmitter {
   private async shutdown(graceMs: number): Promise<void> {
     this.stopping = true;
     clearTimeout(this.backoffTimer);
+    this.trickle.stop();
     this.log.info(`worker stopping: no new jobs; ${this.running.size} running`);
     // Pops in flight come back (a blocking one woken by CLIENT UNBLOCK); what they bring
     // is handed back by received().
@@ -819,18 +830,7 @@ export class Worker extends EventEmitter {
     if (jobs.length === 0) return;
     for (const job of jobs) this.lost(job, reason);
     this.counts.handedBack += jobs.length;
-    const cmds: P.Command<unknown>[] = jobs.flatMap((j) => this.strategy.handBack(j));
-    // Issued in one turn on one connection (per node, on a Cluster): one write, in order.
-    const replies = await Promise.allSettled(cmds.map((c) => run(this.conn, c)));
-    const lost = replies.find((r) => r.status === "rejected" && !(r.reason instanceof OrcaError));
-    if (lost?.status === "rejected")
-      this.log.error(
-        `could not hand back ${jobs.length} jobs (${String(lost.reason)}): their leases will expire and they come back`,
-      );
-    replies.forEach((r, i) => {
-      if (r.status === "rejected" && r.reason instanceof OrcaError)
-        this.log.warn(`${String(cmds[i]!.args[0])} ${String(cmds[i]!.args[1])}: ${String(r.reason)}`);
-    });
+    await this.writer.handBack(jobs);
   }
 
   // -- events -----------------------------------------------------------------------------

@@ -110,4 +110,20 @@ export class WorkerWriter {
       }
     }
   }
+
+  /** Gives jobs back at shutdown (REENQUEUE then NACK each), in one write; failures logged. */
+  async handBack(jobs: Job[]): Promise<void> {
+    const cmds: P.Command<unknown>[] = jobs.flatMap((j) => this.strategy.handBack(j));
+    // Issued in one turn on one connection (per node, on a Cluster): one write, in order.
+    const replies = await Promise.allSettled(cmds.map((c) => run(this.conn, c)));
+    const lost = replies.find((r) => r.status === "rejected" && !(r.reason instanceof OrcaError));
+    if (lost?.status === "rejected")
+      this.log.error(
+        `could not hand back ${jobs.length} jobs (${String(lost.reason)}): their leases will expire and they come back`,
+      );
+    replies.forEach((r, i) => {
+      if (r.status === "rejected" && r.reason instanceof OrcaError)
+        this.log.warn(`${String(cmds[i]!.args[0])} ${String(cmds[i]!.args[1])}: ${String(r.reason)}`);
+    });
+  }
 }

@@ -160,6 +160,37 @@ export async function calls(client: Redis, command: string): Promise<number> {
   return Number(/calls=(\d+)/.exec(line ?? "")?.[1] ?? 0);
 }
 
+/**
+ * The commands `server` runs from now until `stop()`, by name (MONITOR). INFO commandstats counts
+ * the same on Redis, but Valkey 8 counts a module command that blocked (`ORCA.POP ... BLOCK`,
+ * `MACK ... NEXT BLOCK`) twice, when it blocks and again when it is served; MONITOR shows each
+ * command once, as the client sent it.
+ */
+export async function monitorCommands(server: Server): Promise<{ stop(): Promise<Map<string, number>> }> {
+  const END = "orca-tests-monitor-end";
+  const base = server.client();
+  const monitor = await base.monitor(); // a connection of its own in monitor mode
+  const names = new Map<string, number>();
+  let ended = (): void => {};
+  const end = new Promise<void>((res) => (ended = res));
+  monitor.on("monitor", (_time: string, args: string[]) => {
+    const name = String(args[0]).toLowerCase();
+    if (name === "echo" && args[1] === END) return ended();
+    names.set(name, (names.get(name) ?? 0) + 1);
+  });
+  return {
+    async stop() {
+      const c = server.client();
+      await c.echo(END);
+      await end;
+      c.disconnect();
+      monitor.disconnect();
+      base.disconnect();
+      return names;
+    },
+  };
+}
+
 /** A server for the whole test file (started before its tests, stopped after) and a client on it. */
 export function fileServer(): { server: Server; r: Redis } {
   const ctx = {} as { server: Server; r: Redis };

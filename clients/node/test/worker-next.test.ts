@@ -14,7 +14,7 @@ import {
   Worker,
   WorkerOptions,
 } from "../src";
-import { Server, calls, cfg, waitFor } from "./server";
+import { Server, calls, cfg, monitorCommands, waitFor } from "./server";
 
 const quiet = { debug() {}, info() {}, warn() {}, error() {} };
 const cleanup: (() => void | Promise<void>)[] = [];
@@ -56,6 +56,31 @@ async function runAll(
 }
 
 describe("Worker with ACK ... NEXT and MPOP", () => {
+  it("at a trickle, each finish acks and waits for the next job in one command", async () => {
+    const { server, r } = await own();
+    const q = new Queue(r, "trickle");
+    const seen: number[] = [];
+    const w = start(q, async () => void seen.push(Date.now()), { concurrency: 4 });
+    await sleep(500); // blocked in its pop
+    const commands = await monitorCommands(server);
+    const sent: number[] = [];
+    for (let i = 0; i < 30; i++) {
+      sent.push(Date.now());
+      await q.enqueue(cfg(`t${i}`));
+      await sleep(30);
+    }
+    await waitFor(() => w.counts.completed === 30);
+    const worker = [...(await commands.stop())].filter(
+      ([n]) => n.startsWith("orca.") && n !== "orca.enqueue",
+    );
+    const total = worker.reduce((a, [, n]) => a + n, 0);
+    // One per job (ORCA.MACK ... NEXT ... BLOCK); a POP and an ACK each would be 60. A few more
+    // on a loaded machine: a finish that comes after the worker stopped waiting for it.
+    assert.ok(total <= 40, JSON.stringify(worker));
+    assert.ok(Math.max(...seen.map((s, i) => s - sent[i]!)) < 1000);
+    await w.close();
+  });
+
   it("a slot that finishes alone takes its next job with the ACK: one command per job", async () => {
     const { r, q } = await runAll({ concurrency: 1 });
     assert.equal(await calls(r, "orca.ack"), JOBS);

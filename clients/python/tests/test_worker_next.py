@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from conftest import Server, cfg
-from workers import Running, calls, start, wait_for
+from workers import Commands, Running, calls, start, wait_for
 
 from orca_queue import Job, Queue
 
@@ -36,17 +36,73 @@ def run_all(own: Server, started: list[Running], **options: object) -> Queue:
     return q
 
 
-def test_a_busy_worker_sends_one_command_per_job(own: Server, started: list[Running]) -> None:
+def test_a_busy_worker_acks_in_batches(own: Server, started: list[Running]) -> None:
     q = run_all(own, started, lease_ms=60_000)
     r = own.client()
-    acks, pops = calls(r, "orca.ack"), calls(r, "orca.pop")
-    # Every job was acked once and every ACK but the last few (when the queue ran dry)
-    # brought the slot's next job: a handful of pops in all, not one per job.
-    assert acks == JOBS
+    macks, pops = calls(r, "orca.mack"), calls(r, "orca.pop")
+    # The successes that finished while a MACK was on the wire go in the next one, whose
+    # reply brings their slots' next jobs: fewer commands than jobs, a handful of pops.
+    assert calls(r, "orca.ack") == 0
+    assert macks < JOBS, f"{macks} ORCA.MACK for {JOBS} jobs"
     assert pops <= 6, f"{pops} ORCA.POP for {JOBS} jobs"
     assert calls(r, "orca.nack") == calls(r, "orca.extend") == 0
     st = q.stats()
     assert (st.queued, st.leased, st.results) == (0, 0, JOBS)
+
+
+def test_at_a_trickle_about_one_command_per_job(own: Server, started: list[Running]) -> None:
+    """Jobs arriving one at a time: each finish acks its job and waits for the next in one
+    command (ORCA.MACK ... NEXT ... BLOCK), with no empty pops in between."""
+    r = own.client()
+    q = Queue(r, "trickle")
+    seen: list[float] = []
+    run = start(started, q, lambda job: seen.append(time.monotonic()), concurrency=4)
+    time.sleep(0.5)  # blocked in its pop
+    commands = Commands(own.port)
+    sent: list[float] = []
+    for i in range(30):
+        sent.append(time.monotonic())
+        q.enqueue(cfg(f"t{i}"))
+        time.sleep(0.03)
+    wait_for(lambda: run.worker.counts["completed"] == 30)
+    worker = {
+        k: n for k, n in commands.stop().items() if k.startswith("orca.") and k != "orca.enqueue"
+    }
+    # One per job (+ the wait armed at the end); a POP + an ACK per job would be 60. A few
+    # more on a loaded machine: a finish that comes after the fetcher stopped waiting for it.
+    assert sum(worker.values()) <= 40, worker
+    assert max(s - e for s, e in zip(seen, sent, strict=True)) < 1.0
+    run.stop()
+    assert run.worker.counts["completed"] == 30
+
+
+def test_from_a_trickle_to_a_burst_and_back(own: Server, started: list[Running]) -> None:
+    """As the asyncio Worker's test: trickle, burst, trickle; every job once, none left."""
+    r = own.client()
+    q = Queue(r, "burst")
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def handler(job: Job) -> None:
+        with lock:
+            seen.append(job.config["key"])
+            n = len(seen)
+        time.sleep(0.001 if n % 7 else 0.02)
+
+    run = start(started, q, handler, concurrency=4, lease_ms=60_000)
+    for rnd in range(2):
+        for i in range(6):
+            q.enqueue(cfg(f"t{rnd}-{i}"))
+            time.sleep(0.03)
+        q.enqueue_many([cfg(f"b{rnd}-{i}") for i in range(150)])
+    wait_for(lambda: run.worker.counts["completed"] == 312, timeout=30)
+    run.stop()
+    assert sorted(seen) == sorted(
+        [f"t{r}-{i}" for r in range(2) for i in range(6)]
+        + [f"b{r}-{i}" for r in range(2) for i in range(150)]
+    )
+    st = q.stats()
+    assert (st.queued, st.leased) == (0, 0)
 
 
 def test_without_ack_next_free_slots_are_refilled_by_pops(
@@ -116,7 +172,7 @@ def test_a_job_leased_by_next_during_shutdown_is_handed_back(
     assert began.wait(10)
     r.config_resetstat()
     popped = int(r.info("orca")["orca_popped"])
-    # Hold write commands at the server: the handler's ACK ... NEXT waits there while the
+    # Hold write commands at the server: the finish's MACK ... NEXT waits there while the
     # worker is told to stop, and its reply then leases "second" to a stopping worker.
     r.client_pause(1500, all=False)
     release.set()
@@ -129,9 +185,9 @@ def test_a_job_leased_by_next_during_shutdown_is_handed_back(
     st = q.status(second)
     assert st is not None and (st.state, st.immediate, st.created_at) == ("queued", True, created)
     assert st.leases == []  # its lease was superseded by the hand-back
-    # It was leased once more, by the ACK ... NEXT (no pop ran), then handed back.
+    # It was leased once more, by the MACK ... NEXT (no pop ran), then handed back.
     assert int(r.info("orca")["orca_popped"]) == popped + 1
-    assert calls(r, "orca.ack") == 1 and calls(r, "orca.pop") == 0
+    assert calls(r, "orca.mack") == 1 and calls(r, "orca.pop") == 0
     assert run.worker.counts == {"completed": 1, "failed": 0, "lost": 0, "handed_back": 1}
 
 

@@ -25,8 +25,8 @@
 //! - `RESTORE` of real and mutated `DUMP` payloads (mutated bodies get a
 //!   correct CRC-64, so they reach the module's `rdb_load`);
 //! - `CONFIG SET orca.*` (limits lowered and restored, policies changed);
-//! - a second connection blocking in `ORCA.POP ... BLOCK` or `ORCA.MPOP
-//!   ... BLOCK` (woken by the
+//! - a second connection blocking in `ORCA.POP ... BLOCK`, `ORCA.MPOP
+//!   ... BLOCK` or `ORCA.ACK/NACK/MACK ... NEXT BLOCK` (woken by the
 //!   fuzz stream, by `CLIENT UNBLOCK`, or timing out), and some batches over
 //!   RESP3;
 //! - `DEBUG RELOAD` (RDB save + load of everything) every so often (TTLs

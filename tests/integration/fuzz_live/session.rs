@@ -177,10 +177,29 @@ pub fn blocker(
             // Several queues at once: woken by any.
             let q2 = rng.pick(QUEUES).to_vec();
             args!["ORCA.MPOP", 2, q, q2, "BLOCK", block, "LEASE", lease]
+        } else if rng.chance(20) {
+            // A finish that waits for the next job: its lease is not held
+            // (an ACK/NACK is then refused at once; a MACK waits all the
+            // same, keeping its outcomes for the reply).
+            let cmd = *rng.pick(&["ORCA.MACK", "ORCA.MACK", "ORCA.ACK", "ORCA.NACK"]);
+            let mut a = args![cmd, q];
+            if cmd == "ORCA.MACK" {
+                a.extend(args![1]);
+            }
+            a.extend(args![
+                "YyzS/qcdzeAFr04H8UuLwfaLY9nBs3PcYEj7h+kK8is=",
+                (1 + rng.below(1000)).to_string(),
+                "NEXT",
+                "BLOCK",
+                block,
+                "LEASE",
+                lease
+            ]);
+            a
         } else {
             args!["ORCA.POP", q, "BLOCK", block, "LEASE", lease]
         };
-        if rng.chance(30) {
+        if rng.chance(30) && !is_kw_bytes(&a[0], "ORCA.ACK") && !is_kw_bytes(&a[0], "ORCA.NACK") {
             a.extend(args!["COUNT", (1 + rng.below(5)).to_string()]);
         }
         match con.pipeline(&[&a]) {
@@ -206,6 +225,10 @@ pub fn blocker(
         }
     }
     failures
+}
+
+fn is_kw_bytes(a: &[u8], kw: &str) -> bool {
+    a.eq_ignore_ascii_case(kw.as_bytes())
 }
 
 /// Keep the whole server log (the harness removes its directory).

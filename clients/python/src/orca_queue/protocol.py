@@ -17,7 +17,7 @@ from redis.client import NEVER_DECODE
 from redis.exceptions import ResponseError
 
 from .errors import InvariantError, LeaseLostError, OrcaError, map_error
-from .keys import Config, encode_config
+from .keys import COMPACT_JSON, Config, encode_config
 from .types import (
     AutoDelay,
     AutoDelayArg,
@@ -113,7 +113,7 @@ def encode_result(value: Any) -> Optional[bytes]:
         return None
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return COMPACT_JSON.encode(value).encode("utf-8")
 
 
 def _job(reply: Any) -> Job:
@@ -470,9 +470,13 @@ def mack(
     next: bool = False,
     lease_ms: Optional[int] = None,
     count: Optional[int] = None,
+    block_ms: Optional[int] = None,
+    worker: Optional[str] = None,
 ) -> Command[MackReply]:
     """ORCA.MACK of ``(orca key, lease, result or None)`` items: every item with a result, or
-    none (the server takes one result per delivery or none)."""
+    none (the server takes one result per delivery or none). ``block_ms`` (with ``next``):
+    the reply waits up to that long for jobs (``NEXT ... BLOCK``; 0 = forever); ``worker``:
+    the name the jobs ``NEXT`` takes keep (``WORKER``)."""
     if not items:
         raise ValueError("ORCA.MACK needs at least one delivery")
     with_result = sum(r is not None for _, _, r in items)
@@ -488,6 +492,7 @@ def mack(
         return Command(tuple(args), lambda r: MackReply(_outcomes(r)))
     args.append("NEXT")
     _with(_with(args, "LEASE", lease_ms), "COUNT", count)
+    _with(_with(args, "WORKER", worker), "BLOCK", block_ms)
     args += VALUES
 
     def parse(r: Any) -> MackReply:
@@ -513,6 +518,8 @@ def mack_plan(
     next: bool = False,
     lease_ms: Optional[int] = None,
     count: Optional[int] = None,
+    block_ms: Optional[int] = None,
+    worker: Optional[str] = None,
 ) -> tuple[list[Command[MackReply]], Callable[[list[MackReply | OrcaError]], MackReply]]:
     """The ORCA.MACK commands for ``items`` and how to merge their replies back into the
     items' order (``count`` defaults to one job per item; the server takes at most
@@ -525,15 +532,28 @@ def mack_plan(
     one refused as a whole (a result over ``orca.max-payload-bytes``) leaves everything as it
     was; then those without, which carries ``next``. A delivery given twice is sent once; its
     repeats get what the server answers a repeat, "lease not held" (or the first one's error),
-    so the outcomes are those of acking in the order given."""
+    so the outcomes are those of acking in the order given. ``block_ms`` and ``worker`` go
+    with ``next`` (on the command that carries it)."""
     if not items:
         raise ValueError("ack_many needs at least one delivery")
     if next and count is None:
         count = len(items)
+
+    def command(its: Sequence[MackItem], then: bool) -> Command[MackReply]:
+        return mack(
+            q,
+            its,
+            ttl_ms,
+            next=then,
+            lease_ms=lease_ms,
+            count=count,
+            block_ms=block_ms,
+            worker=worker,
+        )
+
     with_result = sum(i[2] is not None for i in items)
     if with_result in (0, len(items)):
-        cmd = mack(q, items, ttl_ms, next=next, lease_ms=lease_ms, count=count)
-        return [cmd], lambda replies: replies[0]
+        return [command(items, next)], lambda replies: replies[0]
     first: dict[tuple[str, str], int] = {}
     for n, (key, lease, _) in enumerate(items):
         first.setdefault((key, lease), n)
@@ -544,13 +564,11 @@ def mack_plan(
     if kept:
         cmds.append(mack(q, [items[n] for n in kept], ttl_ms))
     if bare:
-        cmds.append(
-            mack(q, [items[n] for n in bare], ttl_ms, next=next, lease_ms=lease_ms, count=count)
-        )
+        bare_items = [items[n] for n in bare]
+        cmds.append(command(bare_items, next))
     elif next:  # every first occurrence has a result: NEXT goes with them
-        cmds[0] = mack(
-            q, [items[n] for n in kept], ttl_ms, next=True, lease_ms=lease_ms, count=count
-        )
+        kept_items = [items[n] for n in kept]
+        cmds[0] = command(kept_items, True)
 
     def merge(replies: list[MackReply | OrcaError]) -> MackReply:
         got: dict[int, Optional[OrcaError]] = {}

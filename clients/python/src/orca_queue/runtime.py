@@ -147,11 +147,17 @@ def lost_reason(exc: LeaseLostError) -> str:
 
 @dataclass
 class Running:
-    """A job being handled: when it was last extended and whether its result still counts."""
+    """A job being handled: when it was last extended and whether its result still counts.
+    ``last_beat`` starts as the time the worker got it."""
 
     job: Job
     last_beat: float = field(default_factory=time.monotonic)
     finished: bool = False
+
+    @property
+    def received(self) -> float:
+        """When the worker got the job (until its first heartbeat; then later)."""
+        return self.last_beat
 
 
 def queue_names(queue_or_queues: Any) -> list[Any]:

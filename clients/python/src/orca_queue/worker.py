@@ -5,23 +5,23 @@
 exception, keeps leases alive with heartbeats, and on SIGTERM/SIGINT (or ``stop()``) stops
 taking jobs, lets running ones finish within ``grace_ms`` and hands the rest back.
 
-Threads: the caller's (``run()``: waits for a stop, then shuts down), one fetcher (pops on
-the shared client for free slots, and blocking pops on a connection of its own), one
-heartbeat thread and ``concurrency`` handler threads. A handler thread that finishes a job
-takes its slot's next job in the same round trip (``ORCA.ACK ... NEXT``, see
-:mod:`orca_queue.strategy`) and runs it itself, so a busy worker sends one command per job;
-the fetcher only fills slots left free. Handler threads are daemons: a handler still stuck
-after the grace period does not keep the process alive (its job has been handed back and
-its result is dropped).
+Threads: the caller's (``run()``: waits for a stop, then shuts down), one fetcher, one
+heartbeat thread and ``concurrency`` handler threads. The fetcher does the worker's I/O in the
+common case: it acks the handler threads' successes in batches, one ``ORCA.MACK ... NEXT COUNT
+n`` each, whose reply brings the jobs for the freed slots (a busy worker sends one command per
+batch, not per job: :mod:`orca_queue.finish`); it fills slots left free with pops; once the
+queue is found empty it waits on a blocking connection of its own (a blocking pop, or at a
+trickle the last finishes' ``MACK ... NEXT BLOCK``: one command per job). Handler threads are
+daemons: a handler still stuck after the grace period does not keep the process alive (its
+job has been handed back and its result is dropped).
 """
 
 from __future__ import annotations
 
-import queue as stdqueue
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from types import FrameType
 from typing import Any, Optional, TypeVar
 
@@ -29,24 +29,20 @@ import redis
 from redis.exceptions import ConnectionError, RedisError, ResponseError, TimeoutError
 
 from . import protocol as P
+from .batch import ACK_WAIT_MS, Done, merged, refused_block
 from .connection import blocking_client
 from .errors import LeaseLostError, map_error
-from .protocol import execute
+from .finish import ThreadFinisher, _token
 from .queue import Queue
-from .runtime import FINISH_WAIT_S, Running, WorkerBase, is_connection_error
+from .runtime import FINISH_WAIT_S, Running
 from .shards import ShardBlockers, is_cluster
 from .types import Job
 
 T = TypeVar("T")
 Handler = Callable[[Job], Any]
-_Token = tuple[str, str, str]  # (queue, orca key, lease)
 
 
-def _token(job: Job) -> _Token:
-    return (job.queue or "", job.key, job.lease or "")
-
-
-class Worker(WorkerBase):
+class Worker(ThreadFinisher):
     """Runs ``handler(job)`` for the jobs of one or more queues (all on one Redis client), on
     ``concurrency`` threads; hooks run on worker threads. Options: see
     :class:`~orca_queue.runtime.WorkerBase`."""
@@ -54,10 +50,9 @@ class Worker(WorkerBase):
     queues: list[Queue]
 
     def _setup(self) -> None:
-        self.client: redis.Redis = self.queues[0].client
+        self.client = self.queues[0].client
         self._cond = threading.Condition()
-        self._running: dict[_Token, Running] = {}
-        self._inbox: stdqueue.SimpleQueue[Optional[Running]] = stdqueue.SimpleQueue()
+        self._running = {}
         self._stop = threading.Event()  # no more jobs taken
         self._closed = threading.Event()  # heartbeats end
         self._hurry = False  # skip what is left of the grace period
@@ -65,6 +60,8 @@ class Worker(WorkerBase):
         self._blocker: Optional[redis.Redis] = None
         self._blocker_id: Optional[int] = None
         self._started = False
+        self._reserved = 0  # free slots a pop in flight (or a blocking MACK) may fill
+        self._setup_finishing()
         # On a Redis Cluster: the queues by hash slot, each group with its blocking connection.
         self._groups = [self.strategy]
         self._shards: Optional[ShardBlockers] = None
@@ -72,6 +69,12 @@ class Worker(WorkerBase):
             cluster: Any = self.client
             self._groups = self.strategy.by_slot(cluster.keyslot)
             self._shards = ShardBlockers(self.client, self._groups, self._run, self.log)
+        self._block_next = (
+            self._shards is None
+            and not self.strategy.several
+            and self.strategy.ack_next
+            and not self.durability.on
+        )
 
     # -- control ------------------------------------------------------------------------
     def stop(self, *, now: bool = False) -> None:
@@ -80,9 +83,11 @@ class Worker(WorkerBase):
         if now:
             self._hurry = True
         self._stop.set()
+        with self._cond:
+            self._cond.notify_all()
 
     def _begin_stop(self) -> None:
-        self._stop.set()
+        self.stop()
 
     def run(self) -> None:
         """Work until ``stop()`` or SIGTERM/SIGINT (a second signal skips the grace). A
@@ -98,16 +103,17 @@ class Worker(WorkerBase):
         ]
         beat = threading.Thread(target=self._beat_loop, name="orca-heartbeat", daemon=True)
         fetcher = threading.Thread(target=self._fetch_loop, name="orca-fetcher", daemon=True)
+        self._dispatching = True
         for t in [*threads, beat, fetcher]:
             t.start()
         self._started_log()
         try:
             while not self._stop.is_set() and fetcher.is_alive():
                 if self._signals:
-                    self._stop.set()
+                    self.stop()
                 time.sleep(0.05)
         finally:
-            self._stop.set()
+            self.stop()
             self._shutdown(fetcher, beat)
             restore()
         if self._exit is not None:
@@ -135,10 +141,6 @@ class Worker(WorkerBase):
 
         return restore
 
-    def _count(self, what: str, n: int = 1) -> None:
-        with self._cond:
-            self.counts[what] += n
-
     # -- shutdown -----------------------------------------------------------------------
     def _shutdown(self, fetcher: threading.Thread, beat: threading.Thread) -> None:
         deadline = time.monotonic() + self.options.grace_ms / 1000
@@ -152,6 +154,8 @@ class Worker(WorkerBase):
             while fetcher.is_alive() and unblock.is_alive():
                 fetcher.join(0.02)
             fetcher.join(0.1)
+        self._dispatching = False
+        self._ack_outbox()  # successes the fetcher had not sent: plain MACK
         with self._cond:
             while self._running and not self._hurry and not self._signals > 1:
                 left = deadline - time.monotonic()
@@ -189,6 +193,12 @@ class Worker(WorkerBase):
             self._shards.close()
         self.log.info("worker stopped: %s", self.counts)
 
+    def _ack_outbox(self) -> None:
+        with self._cond:
+            done, self._outbox = self._outbox, []
+        if done:
+            self._send_batch(done, False)
+
     def _unblock(self) -> None:
         """Wake the fetcher's blocking pop (it then sees the stop)."""
         if self._shards is not None:
@@ -198,46 +208,10 @@ class Worker(WorkerBase):
             return
         try:
             self.client.client_unblock(self._blocker_id)
-        except RedisError as e:
+        except (RedisError, OSError, ValueError) as e:
+            # OSError / ValueError: the client was closed under this daemon thread (the
+            # worker had stopped and its owner closed the client while the call retried).
             self.log.debug("CLIENT UNBLOCK failed: %s", e)
-
-    def _hand_back(self, jobs: list[Job], reason: str) -> None:
-        if not jobs:
-            return
-        cmds = self._hand_back_commands(jobs, reason)
-        try:
-            replies = self._pipeline(cmds)
-        except RedisError as e:
-            self.log.error(
-                "could not hand back %d jobs (%s): their leases will expire and "
-                "they come back by themselves",
-                len(jobs),
-                e,
-            )
-            return
-        self._after_hand_back(cmds, replies)
-
-    def _pipeline(self, cmds: Sequence[P.Command[Any]]) -> list[Any]:
-        """``cmds`` in one round trip (and their WAIT, when the worker waits for replicas):
-        each raw reply, an error reply as its exception."""
-        wait = self._wait_args(cmds)
-        pipe = self.client.pipeline(transaction=False)
-        for c in cmds:
-            execute(pipe, c.args, c.options)
-        if wait is not None:
-            execute(pipe, wait)
-        replies = list(pipe.execute(raise_on_error=False))
-        if wait is not None:
-            self._waited(replies.pop(), cmds)
-        return replies
-
-    # -- fetching -----------------------------------------------------------------------
-    def _run(self, client: redis.Redis, cmd: P.Command[T]) -> T:
-        try:
-            reply = execute(client, cmd.args, cmd.options)
-        except ResponseError as e:
-            raise map_error(e) from None
-        return cmd.parse(reply)
 
     def _call(self, cmd: P.Command[T]) -> T:
         """One command on the shared client (with its WAIT when the worker waits)."""
@@ -265,162 +239,167 @@ class Worker(WorkerBase):
                 kept.append(job)
         return kept
 
-    def _free_slots(self) -> int:
+    # -- fetching -----------------------------------------------------------------------
+    # The fetcher thread: acks the outbox in batches (MACK ... NEXT, the reply refilling the
+    # slots), fills slots left free with pops until the queue is found empty, then waits on
+    # the blocking connection (a blocking pop, or at a trickle the last finishes' MACK ...
+    # NEXT BLOCK, after waiting a little for them: see batch.LINGER_S).
+    def _next_step(self, linger_until: float) -> tuple[list[Done], int, float]:
+        """Waits until there is something to do: (finishes to ack, free slots, linger
+        deadline). Nothing (and 0) once the worker stops."""
         with self._cond:
             while not self._stop.is_set():
-                free = self.options.concurrency - len(self._running)
-                if free > 0:
-                    return free
-                self._cond.wait(0.2)
-        return 0
-
-    def _fetch(self, free: int) -> list[Job]:
-        jobs: list[Job] = []
-        for group in self._groups:  # one, unless on a cluster with queues in several slots
-            while len(jobs) < free:
-                got: list[Job] = self._call(group.quick(free - len(jobs)))
-                jobs.extend(got)
-                # A short pop of one queue means it is empty; MPOP takes from one queue at a
-                # time, so a short MPOP that brought jobs may leave others in the next queues.
-                if not got or not group.several:
-                    break
-        if jobs or self._stop.is_set():
-            return jobs
-        if self._shards is not None:
-            jobs = self._shards.pop(free)
-            extra, jobs = jobs[free:], self._confirm(jobs[:free])
-            self._hand_back(extra, "brought by pops on several shards at once, handed back")
-            return jobs
-        if self._blocker is None:
-            self._blocker = blocking_client(self.client, self.strategy.block_ms)
-        if self._blocker_id is None:
-            self._blocker_id = int(self._blocker.client_id())
-        return self._confirm(self._run(self._blocker, self.strategy.blocking(free)))
+                free = self.options.concurrency - len(self._running) - self._reserved
+                if self._outbox:
+                    done, self._outbox = self._outbox, []
+                    return done, free + len(done), 0.0
+                if free <= 0:
+                    self._cond.wait(0.5)
+                    continue
+                if not self._empty:
+                    return [], free, 0.0
+                busy = any(not r.finished for r in self._running.values())
+                linger = self._batches.linger_s if self._block_next and self._trickle else 0.0
+                if busy and linger:
+                    now = time.monotonic()
+                    if linger_until == 0.0:
+                        linger_until = now + linger
+                    if now < linger_until:
+                        self._cond.wait(linger_until - now)
+                        continue
+                return [], free, 0.0
+        return [], 0, 0.0
 
     def _fetch_loop(self) -> None:
         backoff = 0.1
+        linger_until = 0.0
         while not self._stop.is_set():
-            free = self._free_slots()
-            if not free:
-                break
+            done, free, linger_until = self._next_step(linger_until)
             try:
-                jobs = self._fetch(free)
+                if done and self._waits_with_fetcher(done):
+                    self._wait_for_work(free, done)
+                elif done:
+                    # The queue is known empty while nobody waits: ack, and NEXT finds out.
+                    self._send_batch(done, True)
+                elif free and not self._empty:
+                    self._register(self._fetch(free))
+                elif free:
+                    self._wait_for_work(free, [])
                 backoff = 0.1
             except (ConnectionError, TimeoutError) as e:
                 self._blocker_id = None
                 self.log.warning("fetching jobs failed (%s); retrying in %.1fs", e, backoff)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
-                continue
             except RedisError as e:
                 self.log.error("fetching jobs failed: %s; retrying in %.1fs", e, backoff)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
-                continue
-            if self._stop.is_set():
-                self._hand_back(jobs, "popped while stopping, handed back")
-                break
-            with self._cond:
-                runs = [Running(job) for job in jobs]
-                for r in runs:
-                    self._running[_token(r.job)] = r
-            for r in runs:
-                self._inbox.put(r)
 
-    # -- handling -------------------------------------------------------------------------
-    def _handle_loop(self) -> None:
-        while True:
-            r = self._inbox.get()
-            if r is None:
-                return
-            while r is not None:
-                value: Any = None
-                error: Optional[BaseException] = None
-                try:
-                    value = self.handler(r.job)
-                except BaseException as e:  # SystemExit too: see _handler_raised
-                    error = e
-                    if not isinstance(e, Exception):
-                        self._handler_raised(e)
-                r = self._finish(r, value, error)  # the slot's next job, if it took one
-
-    def _execute(self, cmds: list[P.Command[Any]]) -> list[Any]:
-        """One command, or several pipelined (one round trip): each parsed reply, or the
-        Orca error it got. A connection error raises."""
-        if len(cmds) == 1 and not self.durability.on:
-            try:
-                return [self._run(self.client, cmds[0])]
-            except ResponseError as e:
-                return [map_error(e)]
-        return P.parse_pipeline(cmds, self._pipeline(cmds))
-
-    def _try_execute(self, cmds: list[P.Command[Any]]) -> list[Any]:
-        """:meth:`_execute`, with a connection error as the first command's reply."""
-        try:
-            return self._execute(cmds)
-        except RedisError as e:
-            return [e]
-
-    def _finish_execute(
-        self, r: Running, cmds: list[P.Command[Any]], error: Optional[BaseException]
-    ) -> list[Any]:
-        """:meth:`_try_execute` of a finish (ACK / NACK, maybe with NEXT or a pop), re-sent on a
-        new connection after a connection error while the lease may still be held: a blip
-        (a failover, a restart) must not drop finished work. Its answer is final: a lease the
-        server says is lost (also when an earlier try did ack it) is never acked again."""
-        replies = self._try_execute(cmds)
-        pause = 0.05
-        while is_connection_error(replies[0]) and time.monotonic() + pause < self._lease_end(r):
-            self._retrying(r.job, "ack" if error is None else "nack", replies[0], pause)
-            if self._closed.wait(pause):
-                break
-            pause = min(pause * 2, 1.0)
-            replies = self._try_execute(cmds)
-        return replies
-
-    def _finish(self, r: Running, value: Any, error: Optional[BaseException]) -> Optional[Running]:
-        """Acks or nacks ``r``; returns the slot's next job (registered) when one was taken."""
-        job = r.job
+    def _fetch(self, free: int) -> list[Job]:
+        """Non-blocking pops for ``free`` slots (the queue is not known to be empty)."""
+        jobs: list[Job] = []
         with self._cond:
-            claimed = not r.finished
-            r.finished = True
-            take_next = not self._stop.is_set()
-        leased: list[Job] = []
+            self._reserved += free
         try:
-            if not claimed or job.abandoned is not None:
-                self.log.info("job %s: result dropped (%s)", job.key, job.abandoned)
-                return None
-            cmds, error = self._finish_commands(job, value, error, take_next)
-            replies = self._finish_execute(r, cmds, error)
-            refused = self._refused_result(job, error, cmds, replies, take_next)
-            if refused is not None:
-                nack, error = refused
-                again = self._finish_execute(r, nack, error)
-                replies = [again[0], *replies[1:], *again[1:]]
-            leased = self._after_finish(job, value, error, replies)
-            return self._take(leased)
+            for group in self._groups:  # one, unless on a cluster with queues in several slots
+                while len(jobs) < free:
+                    got: list[Job] = self._call(group.quick(free - len(jobs)))
+                    jobs.extend(got)
+                    # A short pop of one queue means it is empty; MPOP takes from one queue at
+                    # a time, so a short MPOP that brought jobs may leave others in the next.
+                    if not got or not group.several:
+                        break
         finally:
             with self._cond:
-                if claimed:
-                    self._running.pop(_token(job), None)
-                self._cond.notify_all()
+                self._reserved -= free
+        if len(jobs) < free:
+            self._empty = True
+        else:
+            self._trickle = False
+        if self._stop.is_set():
+            self._hand_back(jobs, "popped while stopping, handed back")
+            return []
+        return jobs
 
-    def _take(self, leased: list[Job]) -> Optional[Running]:
-        """Registers the job leased for a slot that just finished (at most one), or hands it
-        back if the worker is stopping (before the finished job leaves the table, so the
-        shutdown waits for it)."""
-        if not leased:
-            return None
+    def _wait_for_work(self, free: int, done: list[Done]) -> None:
+        """One blocking command for ``free`` slots: ``done``'s MACK ... NEXT BLOCK, or a
+        blocking pop; the jobs it brings registered."""
+        held = free - len(done)  # slots the reply may fill besides the finishing ones
         with self._cond:
-            if not self._stop.is_set():
-                runs = [Running(job) for job in leased]
-                for run in runs:
-                    self._running[_token(run.job)] = run
-                for extra in runs[1:]:  # never more than one, but never lose one either
-                    self._inbox.put(extra)
-                return runs[0]
-        self._hand_back(leased, "leased by NEXT while stopping, handed back")
-        return None
+            self._reserved += held
+            self._armed = True
+        got = 0
+        try:
+            if done:
+                got = self._ack_and_wait(done, free)
+            else:
+                jobs = self._blocking_pop(free)
+                got = len(jobs)
+                self._disarm()
+                if self._stop.is_set():
+                    self._hand_back(jobs, "popped while stopping, handed back")
+                else:
+                    self._register(jobs)
+        finally:
+            with self._cond:
+                self._armed = False
+                self._reserved -= held
+                self._cond.notify_all()
+        if got >= free:
+            self._empty = self._trickle = False  # there may be more
+        elif got:
+            self._trickle = True  # work arrives one job at a time
+
+    def _disarm(self) -> None:
+        """The blocking command is back: from now on, finishes go to the fetcher again (before
+        the jobs it brought start, so that theirs do)."""
+        with self._cond:
+            self._armed = False
+
+    def _blocking_pop(self, free: int) -> list[Job]:
+        if self._shards is not None:
+            jobs = self._shards.pop(free)
+            extra, jobs = jobs[free:], self._confirm(jobs[:free])
+            self._hand_back(extra, "brought by pops on several shards at once, handed back")
+            return jobs
+        return self._confirm(self._run(self._blocking_client(), self.strategy.blocking(free)))
+
+    def _blocking_client(self) -> redis.Redis:
+        if self._blocker is None:
+            self._blocker = blocking_client(self.client, self.strategy.block_ms)
+        if self._blocker_id is None:
+            self._blocker_id = int(self._blocker.client_id())
+        return self._blocker
+
+    def _ack_and_wait(self, done: list[Done], free: int) -> int:
+        """``done`` acked with ``MACK ... NEXT COUNT free BLOCK`` on the blocking connection,
+        the jobs it brings registered; how many. After a connection error the batch is
+        re-sent without BLOCK on the shared client."""
+        wait = min(self.strategy.block_ms, ACK_WAIT_MS)
+        cmds, merge = self._batches.commands(done, next=True, count=free, block_ms=wait)
+        try:
+            blocker = self._blocking_client()
+            # Some results None, some not: the first MACK (results, no NEXT) goes first on
+            # the shared client, the one that waits last on the blocking connection.
+            raw = self._pipeline(cmds[:-1]) if len(cmds) > 1 else []
+            try:
+                raw.append(P.execute(blocker, cmds[-1].args, cmds[-1].options))
+            except ResponseError as e:
+                raw.append(e)
+            reply = merged(cmds, merge, raw)
+        except (ConnectionError, TimeoutError, OSError) as e:
+            self._blocker_id = None
+            self._disarm()
+            self.log.warning("waiting for jobs failed (%s); acking without waiting", e)
+            self._send_batch(done, False)
+            return 0
+        self._disarm()
+        if isinstance(reply, BaseException) and refused_block(reply):
+            self.log.warning("the server has no NEXT ... BLOCK (an older module): blocking pops")
+            self._block_next = False
+            return len(self._send_batch(done, True))
+        return len(self._settled(done, reply, 0))
 
     # -- heartbeats -------------------------------------------------------------------------
     def _beat_loop(self) -> None:

@@ -1,56 +1,43 @@
 """The asyncio worker runtime: :class:`orca_queue.Worker`'s behaviour on one event loop.
 
 ``await Worker(queue, handler, concurrency=8).run()``: ``handler`` is an ``async def`` (run as
-a task per slot: a task that finishes a job takes the slot's next one in the same round trip,
-``ORCA.ACK ... NEXT``, and runs it) or a plain function (run in a thread with
-``asyncio.to_thread``). At a stop (``stop()``, ``await close()``, SIGTERM/SIGINT) it stops
-taking jobs, waits up to ``grace_ms`` for running handlers, hands the rest back and cancels
-their tasks.
+a task per job) or a plain function (run in a thread with ``asyncio.to_thread``). Slots that
+finish in the same event-loop iteration share one ``ORCA.MACK ... NEXT COUNT n``, whose reply
+brings their next jobs (:mod:`orca_queue.aio.finish`); the fetcher fills slots left free,
+and once the queue is found empty waits on the worker's blocking connection: with a blocking
+pop, or by sending the slots that just finished as ``MACK ... NEXT BLOCK`` (ack, then wait for
+the next job: one command per job at a trickle). At a stop (``stop()``, ``await close()``,
+SIGTERM/SIGINT) it stops taking jobs, waits up to ``grace_ms`` for running handlers, hands
+the rest back and cancels their tasks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import signal
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import redis.asyncio
 from redis.exceptions import ConnectionError, RedisError, ResponseError, TimeoutError
 
 from .. import protocol as P
+from ..batch import ACK_WAIT_MS, Done, merged, refused_block
 from ..connection import async_blocking_client
 from ..errors import LeaseLostError, map_error
-from ..protocol import execute
-from ..runtime import FINISH_WAIT_S, Running, WorkerBase, is_connection_error
+from ..runtime import FINISH_WAIT_S, Running
 from ..shards import is_cluster
 from ..types import Job
+from .finish import AsyncFinisher, Handler, _key
 from .queue import Queue
 from .shards import AsyncShardBlockers
 
-T = TypeVar("T")
+__all__ = ["Handler", "Worker"]
 
 
-def _key(job: Job) -> tuple[str, str]:
-    """Lease tokens are unique within a queue."""
-    return (job.queue or "", job.lease or "")
-
-
-Handler = Callable[[Job], Any] | Callable[[Job], Awaitable[Any]]
-
-
-def _cancel_requested() -> bool:
-    """Whether the current task has been asked to cancel (``Task.cancelling()``, Python
-    3.11+; on 3.10, where it cannot be told apart, every CancelledError counts as one)."""
-    cancelling = getattr(asyncio.current_task(), "cancelling", None)
-    return cancelling is None or cancelling() > 0
-
-
-class Worker(WorkerBase):
+class Worker(AsyncFinisher):
     """Runs ``handler(job)`` for the jobs of one or more asyncio queues (one client). Options
     and hooks as :class:`orca_queue.Worker` (see :class:`~orca_queue.runtime.WorkerBase`);
     hooks run on the event loop."""
@@ -58,16 +45,18 @@ class Worker(WorkerBase):
     queues: list[Queue]
 
     def _setup(self) -> None:
-        self.client: redis.asyncio.Redis = self.queues[0].client
-        self._running: dict[tuple[str, str], tuple[Running, asyncio.Task[None]]] = {}
+        self.client = self.queues[0].client
+        self._running = {}
         self._stopping = False
         self._hurry = False
         self._stop_event: asyncio.Event | None = None
-        self._changed: asyncio.Event | None = None
+        self._changed = None
         self._blocker: redis.asyncio.Redis | None = None
         self._blocker_id: int | None = None
         self._started = False
         self._closed = False
+        self._reserved = 0  # free slots a pop in flight (or a blocking MACK) may fill
+        self._setup_finishing()
         # On a Redis Cluster: the queues by hash slot, each group with its blocking connection.
         self._groups = [self.strategy]
         self._shards: AsyncShardBlockers | None = None
@@ -75,6 +64,12 @@ class Worker(WorkerBase):
             cluster: Any = self.client
             self._groups = self.strategy.by_slot(cluster.keyslot)
             self._shards = AsyncShardBlockers(cluster, self._groups, self._run, self.log)
+        self._block_next = (
+            self._shards is None
+            and not self.strategy.several
+            and self.strategy.ack_next
+            and not self.durability.on
+        )
 
     # -- control ------------------------------------------------------------------------
     def stop(self, *, now: bool = False) -> None:
@@ -87,8 +82,7 @@ class Worker(WorkerBase):
         self._stopping = True
         if self._stop_event is not None:
             self._stop_event.set()
-        if self._changed is not None:
-            self._changed.set()
+        self._wake()
 
     def _on_signal(self) -> None:
         # The first SIGTERM/SIGINT stops with the grace; a second one skips it.
@@ -150,6 +144,7 @@ class Worker(WorkerBase):
                 await asyncio.gather(unblock, return_exceptions=True)
                 break
             await asyncio.wait({fetcher}, timeout=0.1)
+        self._flush()  # successes of this iteration: acked now (plain MACK)
         while self._running and not self._hurry and time.monotonic() < deadline:
             await self._wait_changed(deadline - time.monotonic())
         leftovers = [(r, t) for r, t in self._running.values() if not r.finished]
@@ -161,8 +156,8 @@ class Worker(WorkerBase):
         )
         for _, task in leftovers:
             task.cancel()
-        # What is left are finishes in flight (ACK ... NEXT): their tasks hand back a job the
-        # reply brings, then leave the table.
+        # What is left are finishes in flight (MACK / ACK ... NEXT): a job their reply brings
+        # is handed back, then they leave the table.
         end = time.monotonic() + FINISH_WAIT_S
         while self._running and time.monotonic() < end:
             await self._wait_changed(end - time.monotonic())
@@ -199,36 +194,7 @@ class Worker(WorkerBase):
         except RedisError as e:
             self.log.debug("CLIENT UNBLOCK failed: %s", e)
 
-    async def _hand_back(self, jobs: list[Job], reason: str) -> None:
-        if not jobs:
-            return
-        cmds = self._hand_back_commands(jobs, reason)
-        try:
-            replies = await self._pipeline(cmds)
-        except RedisError as e:
-            self.log.error(
-                "could not hand back %d jobs (%s): their leases will expire and "
-                "they come back by themselves",
-                len(jobs),
-                e,
-            )
-            return
-        self._after_hand_back(cmds, replies)
-
-    async def _pipeline(self, cmds: Sequence[P.Command[Any]]) -> list[Any]:
-        """``cmds`` in one round trip (and their WAIT, when the worker waits for replicas)."""
-        wait = self._wait_args(cmds)
-        async with self.client.pipeline(transaction=False) as pipe:
-            for c in cmds:
-                execute(pipe, c.args, c.options)
-            if wait is not None:
-                execute(pipe, wait)
-            replies = list(await pipe.execute(raise_on_error=False))
-        if wait is not None:
-            self._waited(replies.pop(), cmds)
-        return replies
-
-    async def _call(self, cmd: P.Command[T]) -> T:
+    async def _call(self, cmd: P.Command[Any]) -> Any:
         """One command on the shared client (with its WAIT when the worker waits)."""
         if not self.durability.on:
             return await self._run(self.client, cmd)
@@ -252,155 +218,155 @@ class Worker(WorkerBase):
         return kept
 
     # -- fetching -----------------------------------------------------------------------
-    async def _run(self, client: redis.asyncio.Redis, cmd: P.Command[T]) -> T:
-        try:
-            reply = await execute(client, cmd.args, cmd.options)
-        except ResponseError as e:
-            raise map_error(e) from None
-        return cmd.parse(reply)
-
-    async def _fetch(self, free: int) -> list[Job]:
-        jobs: list[Job] = []
-        for group in self._groups:  # one, unless on a cluster with queues in several slots
-            while len(jobs) < free:
-                got: list[Job] = await self._call(group.quick(free - len(jobs)))
-                jobs.extend(got)
-                # A short MPOP that brought jobs may leave some in the next queues.
-                if not got or not group.several:
-                    break
-        if jobs or self._stopping:
-            return jobs
-        if self._shards is not None:
-            jobs = await self._shards.pop(free)
-            extra, jobs = jobs[free:], await self._confirm(jobs[:free])
-            await self._hand_back(extra, "brought by pops on several shards at once, handed back")
-            return jobs
-        if self._blocker is None:
-            self._blocker = async_blocking_client(self.client, self.strategy.block_ms)
-        if self._blocker_id is None:
-            self._blocker_id = int(await self._blocker.client_id())
-        return await self._confirm(await self._run(self._blocker, self.strategy.blocking(free)))
-
+    # The fetcher fills the slots left free. Until the queue is found empty it pops without
+    # blocking; then it waits on the blocking connection, at most one command at a time: a
+    # blocking pop, or (while slots finish) their MACK ... NEXT BLOCK. A fetcher that finds the
+    # queue empty while quick handlers run waits a little for one of them to finish (see
+    # batch.LINGER_S), so that the finish itself waits for the next job (the blocking pop
+    # would else take it, and the finish be a command of its own).
     async def _fetch_loop(self) -> None:
         backoff = 0.1
+        linger_until = 0.0
         while not self._stopping:
-            free = self.options.concurrency - len(self._running)
+            free = self.options.concurrency - len(self._running) - self._reserved
+            if self._arm_with:
+                if not self._empty or self._others_running() or self._armed:
+                    # Work came meanwhile: these go as a plain batch, NEXT refilling them.
+                    done, self._arm_with = self._arm_with, []
+                    self._send_later(done, True)
+                    continue
+                free += len(self._arm_with)  # their slots are in the table still
             if free <= 0:
                 await self._wait_changed(0.5)
                 continue
             try:
-                jobs = await self._fetch(free)
+                if not self._empty:
+                    linger_until = 0.0
+                    self._launch(await self._fetch(free))
+                    continue
+                linger = self._batches.linger_s if self._block_next and self._trickle else 0.0
+                if not self._arm_with and linger:
+                    busy = self._others_running() or bool(self._done)
+                    now = time.monotonic()
+                    if busy and linger_until == 0.0:
+                        linger_until = now + linger
+                    if busy and now < linger_until:
+                        await self._wait_changed(linger_until - now)
+                        continue
+                linger_until = 0.0
+                self._launch(await self._wait_for_work(free))
                 backoff = 0.1
             except (ConnectionError, TimeoutError, OSError) as e:
                 self._blocker_id = None
                 self.log.warning("fetching jobs failed (%s); retrying in %.1fs", e, backoff)
                 await self._wait_changed(backoff)
                 backoff = min(backoff * 2, 5.0)
-                continue
             except RedisError as e:
                 self.log.error("fetching jobs failed: %s; retrying in %.1fs", e, backoff)
                 await self._wait_changed(backoff)
                 backoff = min(backoff * 2, 5.0)
-                continue
-            if self._stopping:
-                await self._hand_back(jobs, "popped while stopping, handed back")
-                return
-            for job in jobs:
-                r = Running(job)
-                self._running[_key(job)] = (r, asyncio.create_task(self._handle(r)))
+        if self._arm_with:  # stopping: acked with the rest of the iteration's
+            self._done[:0] = self._arm_with
+            self._arm_with = []
+            self._flush()
 
-    # -- handling -------------------------------------------------------------------------
-    async def _call_handler(self, job: Job) -> Any:
-        if inspect.iscoroutinefunction(self.handler):
-            return await self.handler(job)
-        value = await asyncio.to_thread(self.handler, job)
-        if inspect.isawaitable(value):
-            value = await value
-        return value
+    def _launch(self, jobs: list[Job]) -> None:
+        for job in jobs:
+            self._start(job)
 
-    async def _handle(self, first: Running) -> None:
-        r: Running | None = first
-        while r is not None:
-            value: Any = None
-            error: BaseException | None = None
-            try:
-                value = await self._call_handler(r.job)
-            except asyncio.CancelledError as e:
-                if r.finished or _cancel_requested():
-                    raise  # the task is cancelled (at shutdown: its job was handed back)
-                error = e  # raised inside the handler (it awaited something cancelled)
-            except BaseException as e:  # SystemExit too: see _handler_raised
-                error = e
-                if not isinstance(e, Exception):
-                    self._handler_raised(e)
-            r = await self._finish(r, value, error)  # the slot's next job, if it took one
-
-    async def _execute(self, cmds: list[P.Command[Any]]) -> list[Any]:
-        """One command, or several pipelined: each parsed reply or its Orca error."""
-        if len(cmds) == 1 and not self.durability.on:
-            try:
-                return [await self._run(self.client, cmds[0])]
-            except ResponseError as e:
-                return [map_error(e)]
-        return P.parse_pipeline(cmds, await self._pipeline(cmds))
-
-    async def _try_execute(self, cmds: list[P.Command[Any]]) -> list[Any]:
-        """:meth:`_execute`, with a connection error as the first command's reply."""
+    async def _fetch(self, free: int) -> list[Job]:
+        """Non-blocking pops for ``free`` slots (the queue is not known to be empty)."""
+        jobs: list[Job] = []
+        self._reserved += free
         try:
-            return await self._execute(cmds)
-        except (RedisError, OSError) as e:
-            return [e]
-
-    async def _finish_execute(
-        self, r: Running, cmds: list[P.Command[Any]], error: BaseException | None
-    ) -> list[Any]:
-        """See :meth:`orca_queue.Worker._finish_execute`: re-sent after a connection error
-        while the lease may be held; a lost lease is final."""
-        replies = await self._try_execute(cmds)
-        pause = 0.05
-        while is_connection_error(replies[0]) and time.monotonic() + pause < self._lease_end(r):
-            self._retrying(r.job, "ack" if error is None else "nack", replies[0], pause)
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 1.0)
-            replies = await self._try_execute(cmds)
-        return replies
-
-    async def _finish(self, r: Running, value: Any, error: BaseException | None) -> Running | None:
-        job = r.job
-        claimed = not r.finished
-        r.finished = True
-        try:
-            if not claimed or job.abandoned is not None:
-                self.log.info("job %s: result dropped (%s)", job.key, job.abandoned)
-                return None
-            take_next = not self._stopping
-            cmds, error = self._finish_commands(job, value, error, take_next)
-            replies = await self._finish_execute(r, cmds, error)
-            refused = self._refused_result(job, error, cmds, replies, take_next)
-            if refused is not None:
-                nack, error = refused
-                again = await self._finish_execute(r, nack, error)
-                replies = [again[0], *replies[1:], *again[1:]]
-            leased = self._after_finish(job, value, error, replies)
-            if not leased:
-                return None
-            if self._stopping:
-                # Handed back before this job leaves the table, so the shutdown waits.
-                await self._hand_back(leased, "leased by NEXT while stopping, handed back")
-                return None
-            task = asyncio.current_task()
-            assert task is not None
-            runs = [Running(j) for j in leased]
-            for run in runs:
-                self._running[_key(run.job)] = (run, task)
-            for extra in runs[1:]:  # never more than one, but never lose one either
-                self._running[_key(extra.job)] = (extra, asyncio.create_task(self._handle(extra)))
-            return runs[0]
+            for group in self._groups:  # one, unless on a cluster with queues in several slots
+                while len(jobs) < free:
+                    got: list[Job] = await self._call(group.quick(free - len(jobs)))
+                    jobs.extend(got)
+                    # A short MPOP that brought jobs may leave some in the next queues.
+                    if not got or not group.several:
+                        break
         finally:
-            if claimed:
-                self._running.pop(_key(job), None)
-            if self._changed is not None:
-                self._changed.set()
+            self._reserved -= free
+        if len(jobs) < free:
+            self._empty = True
+        else:
+            self._trickle = False
+        if self._stopping:
+            await self._hand_back(jobs, "popped while stopping, handed back")
+            return []
+        return jobs
+
+    async def _wait_for_work(self, free: int) -> list[Job]:
+        """One blocking command for ``free`` slots: the pending finishes' MACK ... NEXT BLOCK
+        (whose jobs it starts itself), or a blocking pop (whose jobs it returns)."""
+        done, self._arm_with = self._arm_with, []
+        held = free - len(done)  # slots the reply may fill besides the finishing ones
+        self._reserved += held
+        self._armed = True
+        jobs: list[Job] = []
+        try:
+            if done:
+                got = await self._ack_and_wait(done, free)
+            else:
+                jobs = await self._blocking_pop(free)
+                got = len(jobs)
+        finally:
+            self._armed = False
+            self._reserved -= held
+        if got >= free:
+            self._empty = self._trickle = False  # there may be more
+        elif got:
+            self._trickle = True  # work arrives one job at a time
+        if self._stopping:
+            await self._hand_back(jobs, "popped while stopping, handed back")
+            return []
+        return jobs
+
+    async def _blocking_pop(self, free: int) -> list[Job]:
+        if self._shards is not None:
+            jobs = await self._shards.pop(free)
+            extra, jobs = jobs[free:], await self._confirm(jobs[:free])
+            await self._hand_back(extra, "brought by pops on several shards at once, handed back")
+            return jobs
+        blocker = await self._blocking_client()
+        return await self._confirm(await self._run(blocker, self.strategy.blocking(free)))
+
+    async def _blocking_client(self) -> redis.asyncio.Redis:
+        if self._blocker is None:
+            self._blocker = async_blocking_client(self.client, self.strategy.block_ms)
+        if self._blocker_id is None:
+            self._blocker_id = int(await self._blocker.client_id())
+        return self._blocker
+
+    async def _ack_and_wait(self, done: list[Done], free: int) -> int:
+        """``done`` acked with ``MACK ... NEXT COUNT free BLOCK`` on the blocking connection,
+        the jobs it brings started (:meth:`_settled`); how many it brought. After a connection
+        error the batch is re-sent without BLOCK on the shared client."""
+        wait = min(self.strategy.block_ms, ACK_WAIT_MS)
+        cmds, merge = self._batches.commands(done, next=True, count=free, block_ms=wait)
+        try:
+            blocker = await self._blocking_client()
+            # Some results None, some not: the first MACK (results, no NEXT) goes first on
+            # the shared client, the one that waits last on the blocking connection.
+            raw = await self._pipeline(cmds[:-1]) if len(cmds) > 1 else []
+            try:
+                raw.append(await P.execute(blocker, cmds[-1].args, cmds[-1].options))
+            except ResponseError as e:
+                raw.append(e)
+            reply = merged(cmds, merge, raw)
+        except (ConnectionError, TimeoutError, OSError) as e:
+            self._blocker_id = None
+            self.log.warning("waiting for jobs failed (%s); acking without waiting", e)
+            self._send_later(done, False)
+            return 0
+        if isinstance(reply, BaseException) and refused_block(reply):
+            self.log.warning("the server has no NEXT ... BLOCK (an older module): blocking pops")
+            self._block_next = False
+            self._send_later(done, True)
+            return 0
+        await self._settled(done, reply, 0)
+        return 0 if isinstance(reply, BaseException) else len(reply.jobs)
 
     # -- heartbeats -------------------------------------------------------------------------
     async def _beat_loop(self) -> None:
