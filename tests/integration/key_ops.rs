@@ -153,7 +153,13 @@ fn copy_is_deep_and_key_operations_work() {
     // FLUSHALL: everything goes, and the module keeps working.
     ok(&mut c, &args!["FLUSHALL"]);
     assert!(orca_queues(&mut c).is_empty() && orca_queues(&mut c1).is_empty());
-    assert_eq!(info_int(&mut c, "orca", "orca_queues"), 0);
+    // Valkey 8 flushes lazily by default (lazyfree-lazy-user-flush yes): the
+    // queues are freed, and counted out, on its background thread.
+    wait_for(
+        "the flushed queues to be freed",
+        Duration::from_secs(5),
+        || info_int(&mut c, "orca", "orca_queues") == 0,
+    );
     assert_eq!(info_int(&mut c, "orca", "orca_jobs_queued"), 0);
     assert_eq!(info_int(&mut c, "orca", "orca_jobs_leased"), 0);
     assert_eq!(qlen(&mut c, "q"), 0);
