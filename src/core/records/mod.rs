@@ -39,6 +39,8 @@ mod load;
 mod order;
 mod pairing;
 mod relocate;
+#[cfg(test)]
+mod tests;
 
 pub(crate) use order::OrderWatch;
 pub(crate) use pairing::Popped;
