@@ -33,32 +33,38 @@ impl Dropped {
 
     /// The download: `{"queue", "gate", "dropped_at", "count", "configs"}`,
     /// each config embedded exactly as given (they are JSON objects; a
-    /// config that were not JSON would be embedded as a string).
-    pub fn to_json(&self) -> String {
-        let mut out = String::with_capacity(self.bytes() + 128);
-        out.push_str("{\n  \"queue\": ");
-        out.push_str(&serde_json::Value::from(self.queue.as_str()).to_string());
-        out.push_str(",\n  \"gate\": ");
-        out.push_str(&serde_json::Value::from(self.gate.as_str()).to_string());
-        out.push_str(&format!(
-            ",\n  \"dropped_at\": {},\n  \"count\": {},\n  \"configs\": [",
-            self.at,
-            self.configs.len()
-        ));
-        for (i, c) in self.configs.iter().enumerate() {
-            out.push_str(if i == 0 { "\n    " } else { ",\n    " });
-            if serde_json::from_str::<serde::de::IgnoredAny>(c).is_ok() {
-                out.push_str(c.trim());
-            } else {
-                out.push_str(&serde_json::Value::from(c.as_str()).to_string());
+    /// config that were not JSON would be embedded as a string), in parts:
+    /// a download is streamed a config at a time, never copied whole.
+    pub fn json_parts(self: &Arc<Self>) -> impl Iterator<Item = String> + Send + 'static {
+        let d = self.clone();
+        let n = d.configs.len();
+        (0..n + 2).map(move |i| match i {
+            0 => format!(
+                "{{\n  \"queue\": {},\n  \"gate\": {},\n  \"dropped_at\": {},\n  \"count\": {},\n  \"configs\": [",
+                serde_json::Value::from(d.queue.as_str()),
+                serde_json::Value::from(d.gate.as_str()),
+                d.at,
+                n
+            ),
+            i if i <= n => {
+                let c = &d.configs[i - 1];
+                let mut out = String::from(if i == 1 { "\n    " } else { ",\n    " });
+                if serde_json::from_str::<serde::de::IgnoredAny>(c).is_ok() {
+                    out.push_str(c.trim());
+                } else {
+                    out.push_str(&serde_json::Value::from(c.as_str()).to_string());
+                }
+                out
             }
-        }
-        out.push_str(if self.configs.is_empty() {
-            "]\n}\n"
-        } else {
-            "\n  ]\n}\n"
-        });
-        out
+            _ if n == 0 => "]\n}\n".to_string(),
+            _ => "\n  ]\n}\n".to_string(),
+        })
+    }
+
+    /// The whole download as one string (tests).
+    #[cfg(test)]
+    pub fn to_json(self: &Arc<Self>) -> String {
+        self.json_parts().collect()
     }
 }
 
@@ -163,7 +169,7 @@ mod tests {
 
     #[test]
     fn the_download_keeps_configs_as_given() {
-        let d = Dropped {
+        let d = Arc::new(Dropped {
             id: "x".into(),
             queue: "q\"1".into(),
             gate: "img".into(),
@@ -173,7 +179,7 @@ mod tests {
                 r#"{"key":"a","n":1.50,"z":0,"a":1}"#.into(),
                 "not json".into(),
             ],
-        };
+        });
         let j = d.to_json();
         let v: serde_json::Value = serde_json::from_str(&j).unwrap();
         assert_eq!(v["queue"], "q\"1");
@@ -181,10 +187,14 @@ mod tests {
         assert_eq!(v["configs"][1], "not json");
         // the first config's text is embedded byte for byte (key order, 1.50)
         assert!(j.contains(r#"{"key":"a","n":1.50,"z":0,"a":1}"#), "{j}");
-        let empty = Dropped {
+        let empty = Arc::new(Dropped {
+            id: "y".into(),
+            queue: d.queue.clone(),
+            gate: d.gate.clone(),
+            at: d.at,
+            expected: None,
             configs: Vec::new(),
-            ..d
-        };
+        });
         let v: serde_json::Value = serde_json::from_str(&empty.to_json()).unwrap();
         assert_eq!(v["configs"], serde_json::json!([]));
     }

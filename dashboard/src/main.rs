@@ -8,6 +8,7 @@ mod config;
 mod drops;
 mod format;
 mod orca;
+mod render;
 mod sampler;
 mod stats_cache;
 mod svg;

@@ -15,8 +15,10 @@ use crate::orca::Orca;
 pub const WINDOW_MS: i64 = 3_600_000;
 /// At most this many queues are listed and sampled.
 pub const MAX_QUEUES: usize = 10_000;
-/// Queues per pipeline.
-const BATCH: usize = 200;
+/// Queues per pipeline. Each queue's front job comes with its payload (up
+/// to `orca.max-payload-bytes`, 4 MiB by default): a pipeline holds at most
+/// this many of them.
+const BATCH: usize = 16;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Sample {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{enc, Browser, Dashboard, Redis};
+use common::{enc, Browser, Dashboard, Redis, TOKEN};
 use serde_json::json;
 
 fn config(key: &str, user: u32, course: &str) -> serde_json::Value {
@@ -69,8 +69,10 @@ fn orca_key(key: &str, url: &str) -> String {
 async fn pages_show_the_queues() {
     let r = Redis::start();
     fill(&r);
-    let d = Dashboard::start(&r.url(), &[]);
+    // With a token: payloads and results are shown to its holders only.
+    let d = Dashboard::start(&r.url(), &["--token", TOKEN]);
     let b = Browser::start().await;
+    b.login(&d).await;
 
     // Overview: both queues, counts by state from ORCA.STATS.
     b.goto(&d.url("/")).await;
@@ -735,8 +737,10 @@ async fn long_queues_are_filtered_and_searched_by_windows() {
             .ignore();
     }
     p.query::<()>(&mut c).unwrap();
-    let d = Dashboard::start(&r.url(), &["--scan-window", "100"]);
+    // Filtering by metadata reads payloads: a token's holders only.
+    let d = Dashboard::start(&r.url(), &["--scan-window", "100", "--token", TOKEN]);
     let b = Browser::start().await;
+    b.login(&d).await;
 
     // Longer than the window: the filter scans windows of 100 positions,
     // and finds what the module's own FILTER finds, at the same position.

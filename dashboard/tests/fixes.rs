@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{csrf_of, form, Dashboard, Redis};
+use common::{bearer, csrf_of, form, Dashboard, Redis, TOKEN};
 use serde_json::json;
 
 const FORM: (&str, &str) = ("Content-Type", "application/x-www-form-urlencoded");
@@ -273,8 +273,11 @@ fn listings_stay_within_the_servers_limit() {
 
     // A fresh dashboard (limit not yet known), asked for 50 a page, page 2:
     // clamped to 30 a page from the position asked (51 is on page 2 of 30).
-    let d = Dashboard::start(&r.url(), &["--scan-window", "100"]);
-    let (code, page) = d.http("GET", "/queue?q=big&per=50&page=2", &[], "");
+    // With a token: the metadata filters below read payloads.
+    let d = Dashboard::start(&r.url(), &["--scan-window", "100", "--token", TOKEN]);
+    let auth = bearer();
+    let auth: &[(&str, &str)] = &[("Authorization", &auth)];
+    let (code, page) = d.http("GET", "/queue?q=big&per=50&page=2", auth, "");
     assert_eq!(code, 200, "{page}");
     assert_eq!(positions(&page), expect(31, 60));
     assert!(page.contains("id=\"limit-note\""), "{page}");
@@ -285,17 +288,17 @@ fn listings_stay_within_the_servers_limit() {
     );
     // Known now: page sizes over it are clamped at once.
     // (offset 200: page 7 of 30, which starts at 181)
-    let (code, page) = d.http("GET", "/queue?q=big&per=200&page=2", &[], "");
+    let (code, page) = d.http("GET", "/queue?q=big&per=200&page=2", auth, "");
     assert_eq!(code, 200, "{page}");
     assert_eq!(positions(&page), expect(181, 210));
     // Page sizes under it are left alone.
-    let (_, page) = d.http("GET", "/queue?q=big&per=25&page=2", &[], "");
+    let (_, page) = d.http("GET", "/queue?q=big&per=25&page=2", auth, "");
     assert_eq!(positions(&page), expect(26, 50));
     assert!(!page.contains("limit-note"));
 
     // Windowed scans (the queue is longer than --scan-window) read in
     // commands of at most 30: a collation, a config key, a metadata filter.
-    let (code, page) = d.http("GET", "/queue/find?q=big&collation=user.3", &[], "");
+    let (code, page) = d.http("GET", "/queue/find?q=big&collation=user.3", auth, "");
     assert_eq!(code, 200, "{page}");
     assert!(page.contains("Scanned positions 1–100 of 250"), "{page}");
     assert_eq!(positions(&page).len(), 20);
@@ -311,7 +314,7 @@ fn listings_stay_within_the_servers_limit() {
     let (code, page) = d.http(
         "GET",
         &format!("/queue/find?q=big&key=k-0&from={pos}"),
-        &[],
+        auth,
         "",
     );
     assert_eq!(code, 200, "{page}");
@@ -319,7 +322,7 @@ fn listings_stay_within_the_servers_limit() {
     let (code, page) = d.http(
         "GET",
         "/queue?q=big&field=course&value=cs1&from=101",
-        &[],
+        auth,
         "",
     );
     assert_eq!(code, 200, "{page}");
@@ -329,7 +332,7 @@ fn listings_stay_within_the_servers_limit() {
     let (code, page) = d.http(
         "GET",
         "/queue?q=small&field=course&value=cs1&per=100",
-        &[],
+        auth,
         "",
     );
     assert_eq!(code, 200, "{page}");
@@ -340,7 +343,7 @@ fn listings_stay_within_the_servers_limit() {
         "/queue/dead?q=big&per=100",
         "/queue/gate?q=big&gate=g&per=100",
     ] {
-        let (code, page) = d.http("GET", path, &[], "");
+        let (code, page) = d.http("GET", path, auth, "");
         assert_eq!(code, 200, "{path}: {page}");
         assert!(page.contains("limit-note"), "{path}");
     }
@@ -436,13 +439,16 @@ fn payloads_results_keys_and_gates_are_shown_as_stored() {
         "misc",
         json!({"key": "sp-key", "response_url": "http://web/cb"}),
     );
-    let d = Dashboard::start(&r.url(), &["--stats-ttl", "1"]);
+    // With a token: payloads and results are shown to its holders only.
+    let d = Dashboard::start(&r.url(), &["--stats-ttl", "1", "--token", TOKEN]);
+    let auth = bearer();
+    let auth: &[(&str, &str)] = &[("Authorization", &auth)];
 
     // 5: the payload exactly as stored, only re-indented
     let (code, page) = d.http(
         "GET",
         &format!("/job?q=misc&key={}", common::enc(&big)),
-        &[],
+        auth,
         "",
     );
     assert_eq!(code, 200, "{page}");
@@ -466,7 +472,7 @@ fn payloads_results_keys_and_gates_are_shown_as_stored() {
             common::enc(" sp-key "),
             common::enc(" http://web/cb ")
         ),
-        &[],
+        auth,
         "",
     );
     assert_eq!(code, 303, "{page}");
@@ -477,7 +483,7 @@ fn payloads_results_keys_and_gates_are_shown_as_stored() {
     let (code, page) = d.http(
         "GET",
         &format!("/queue/find?q=misc&key={}", common::enc(" sp-key ")),
-        &[],
+        auth,
         "",
     );
     assert_eq!(code, 200, "{page}");
@@ -503,7 +509,7 @@ fn payloads_results_keys_and_gates_are_shown_as_stored() {
     let (code, page) = d.http(
         "GET",
         &format!("/job?q=misc&key={}", common::enc(&key)),
-        &[],
+        auth,
         "",
     );
     assert_eq!(code, 200, "{page}");
@@ -526,7 +532,7 @@ fn payloads_results_keys_and_gates_are_shown_as_stored() {
         .query::<i64>(&mut c)
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1100)); // the cached stats expire
-    let (_, page) = d.http("GET", "/queue/gates?q=misc", &[], "");
+    let (_, page) = d.http("GET", "/queue/gates?q=misc", auth, "");
     assert_eq!(
         page.matches("not UTF-8: use redis-cli").count(),
         1,
@@ -545,7 +551,7 @@ fn payloads_results_keys_and_gates_are_shown_as_stored() {
     let (code, page) = d.http(
         "GET",
         &format!("/queue/gate?q=misc&gate={}", common::enc(gate)),
-        &[],
+        auth,
         "",
     );
     assert_eq!(code, 200, "{page}");
@@ -554,7 +560,7 @@ fn payloads_results_keys_and_gates_are_shown_as_stored() {
     let (code, _) = d.http(
         "POST",
         "/action/gate",
-        &[FORM, ("Cookie", &cookie)],
+        &[FORM, ("Cookie", &cookie), auth[0]],
         &form(&[
             ("csrf", &token),
             ("q", "misc"),
@@ -600,7 +606,12 @@ fn payloads_results_keys_and_gates_are_shown_as_stored() {
     ] {
         let mut pairs = vec![("csrf", token.as_str())];
         pairs.extend(body);
-        let (code, page) = d.http("POST", path, &[FORM, ("Cookie", &cookie)], &form(&pairs));
+        let (code, page) = d.http(
+            "POST",
+            path,
+            &[FORM, ("Cookie", &cookie), auth[0]],
+            &form(&pairs),
+        );
         assert_eq!(code, status, "{path}: {page}");
         assert!(page.contains(text), "{path}: {page}");
         assert!(!page.contains("None"), "{path}: {page}");

@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{enc, Browser, Dashboard, Redis};
+use common::{bearer, enc, Browser, Dashboard, Redis, TOKEN};
 use serde_json::json;
 
 /// Pages read ORCA.STATS through a cache (`--stats-ttl 1` here): wait it out
@@ -62,8 +62,10 @@ async fn gates_are_listed_opened_dropped_and_closed() {
             json!({"key": format!("q-{i}"), "collation": {"type": "user", "id": "9"}}),
         );
     }
-    let d = Dashboard::start(&r.url(), &["--stats-ttl", "1"]);
+    // With a token: the dropped configs are shown to its holders only.
+    let d = Dashboard::start(&r.url(), &["--stats-ttl", "1", "--token", TOKEN]);
     let b = Browser::start().await;
+    b.login(&d).await;
 
     // Overview and queue head: held jobs and closed gates.
     b.goto(&d.url("/")).await;
@@ -202,7 +204,7 @@ async fn gates_are_listed_opened_dropped_and_closed() {
     // The download: every config exactly as given.
     let dropped_page = b.path().await;
     let href = b.attrs("#download", "href").await.remove(0);
-    let (code, raw) = d.http("GET", &href, &[], "");
+    let (code, raw) = d.http("GET", &href, &[("Authorization", &bearer())], "");
     assert_eq!(code, 200);
     assert!(
         raw.contains("Content-Disposition: attachment")
@@ -342,7 +344,10 @@ async fn gates_are_listed_opened_dropped_and_closed() {
     let (code, _) = d.http(
         "POST",
         "/action/gate",
-        &[("Content-Type", "application/x-www-form-urlencoded")],
+        &[
+            ("Content-Type", "application/x-www-form-urlencoded"),
+            ("Authorization", &bearer()),
+        ],
         "csrf=x&q=grading&gate=img-hw5&op=drop&confirm=yes",
     );
     assert_eq!(code, 403);

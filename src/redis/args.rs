@@ -43,6 +43,69 @@ fn int_of(b: &[u8]) -> Option<i64> {
     Some(v)
 }
 
+/// An integer exactly as Redis's `string2ll` (util.c, Redis 7.0 and Valkey
+/// 8) reads it: optional '-', then digits with no leading zero (`0` alone
+/// is zero), nothing else, within i64. So `02`, `+2`, ` 2`, `-0` and
+/// `1e3` are not integers here, though `parse_int` takes `02` and `-0`.
+/// That is exactly the decimal text `i64::to_string` writes.
+pub fn redis_int(b: &[u8]) -> Option<i64> {
+    // LONG_STR_SIZE is 21: longer strings are refused before parsing.
+    if b.is_empty() || b.len() >= 21 {
+        return None;
+    }
+    if b == b"0" {
+        return Some(0);
+    }
+    let (neg, digits) = match b {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, b),
+    };
+    let (&first, rest) = digits.split_first()?;
+    if !(b'1'..=b'9').contains(&first) {
+        return None;
+    }
+    let mut v = u64::from(first - b'0');
+    for &c in rest {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+    }
+    if neg {
+        // Down to i64::MIN, whose magnitude is i64::MAX + 1.
+        if v > i64::MAX as u64 + 1 {
+            return None;
+        }
+        Some((v as i128).wrapping_neg() as i64)
+    } else {
+        i64::try_from(v).ok()
+    }
+}
+
+/// A count that shapes the command's arguments (`numkeys`, `numleases`):
+/// read as Redis reads a key count (`redis_int`), in `1..=max`. A count
+/// that locates keys must be read this way, or the module would touch
+/// keys that ACL and Cluster never checked (`keyspec.rs`); the others are
+/// read the same way so that every count of a command means one thing.
+/// `of` names what is counted, for the error.
+pub fn strict_count(arg: &[u8], name: &str, max: usize, of: &str) -> Result<usize, RedisError> {
+    let Some(n) = redis_int(arg) else {
+        return Err(if int_of(arg).is_some() {
+            err(format!(
+                "{name} must be a plain decimal integer without leading zeros (as Redis reads key counts)"
+            ))
+        } else {
+            err(format!("{name} must be an integer"))
+        });
+    };
+    match usize::try_from(n) {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(err(format!(
+            "{name} must be between 1 and the number of {of} given"
+        ))),
+    }
+}
+
 /// A time or duration in ms: integer in 0..=2^53-1.
 pub fn parse_ms(arg: &RedisString, what: &str) -> Result<i64, RedisError> {
     let v = parse_int(arg, what)?;
@@ -53,7 +116,37 @@ pub fn parse_ms(arg: &RedisString, what: &str) -> Result<i64, RedisError> {
 }
 
 pub fn is_kw(arg: &RedisString, kw: &str) -> bool {
-    arg.as_slice().eq_ignore_ascii_case(kw.as_bytes())
+    kw_eq(arg.as_slice(), kw)
+}
+
+/// `is_kw` on bytes: the whole argument equals `kw`, ASCII case folded.
+pub fn kw_eq(arg: &[u8], kw: &str) -> bool {
+    arg.eq_ignore_ascii_case(kw.as_bytes())
+}
+
+/// An argument's bytes: client strings in the module, byte strings in the
+/// unit tests of the walks that locate keys (`keyspec.rs`, `finish.rs`),
+/// which run without a server.
+pub trait ArgBytes {
+    fn arg_bytes(&self) -> &[u8];
+}
+
+impl ArgBytes for RedisString {
+    fn arg_bytes(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl ArgBytes for &[u8] {
+    fn arg_bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+impl ArgBytes for Vec<u8> {
+    fn arg_bytes(&self) -> &[u8] {
+        self
+    }
 }
 
 /// Most options a command takes.
@@ -202,7 +295,12 @@ pub fn max_attempts(opts: &Options) -> Result<i64, RedisError> {
 
 /// A short, printable rendering of client bytes for error messages.
 pub fn printable(arg: &RedisString) -> String {
-    let s: String = String::from_utf8_lossy(arg.as_slice())
+    printable_bytes(arg.as_slice())
+}
+
+/// `printable` of any argument's bytes.
+pub fn printable_bytes(arg: &[u8]) -> String {
+    let s: String = String::from_utf8_lossy(arg)
         .chars()
         .take(32)
         .map(|c| if c.is_control() { '?' } else { c })
@@ -212,7 +310,7 @@ pub fn printable(arg: &RedisString) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::int_of;
+    use super::{int_of, redis_int, strict_count};
 
     /// The rule as first written: digits with an optional leading '-',
     /// at most 20 bytes, then `str::parse`.
@@ -283,6 +381,110 @@ mod tests {
                 _ => format!("{:0>width$}", x % 1000, width = (x % 24) as usize),
             };
             assert_eq!(int_of(s.as_bytes()), reference(s.as_bytes()), "{s}");
+        }
+    }
+
+    /// `string2ll` accepts exactly the text `i64::to_string` writes: the
+    /// spellings of the issue (leading zeros, signs, spaces, -0, overflow),
+    /// every string of up to 4 bytes over a small alphabet, and random ones.
+    #[test]
+    fn redis_int_is_string2ll() {
+        let canonical = |b: &[u8]| -> Option<i64> {
+            let v: i64 = std::str::from_utf8(b).ok()?.parse().ok()?;
+            (v.to_string().as_bytes() == b).then_some(v)
+        };
+        let fixed: &[(&[u8], Option<i64>)] = &[
+            (b"2", Some(2)),
+            (b"02", None),
+            (b"002", None),
+            (b"+2", None),
+            (b" 2", None),
+            (b"2 ", None),
+            (b"-0", None),
+            (b"0", Some(0)),
+            (b"00", None),
+            (b"-2", Some(-2)),
+            (b"-02", None),
+            (b"2.0", None),
+            (b"0x2", None),
+            (b"", None),
+            (b"-", None),
+            (b"9223372036854775807", Some(i64::MAX)),
+            (b"9223372036854775808", None),
+            (b"-9223372036854775808", Some(i64::MIN)),
+            (b"-9223372036854775809", None),
+            (b"18446744073709551616", None),
+            (b"99999999999999999999", None),
+            (b"4294967298", Some(4294967298)),
+            (b"2\x00", None),
+        ];
+        for (b, want) in fixed {
+            assert_eq!(redis_int(b), *want, "{:?}", String::from_utf8_lossy(b));
+            assert_eq!(
+                redis_int(b),
+                canonical(b),
+                "{:?}",
+                String::from_utf8_lossy(b)
+            );
+        }
+        fn walk(cur: &mut Vec<u8>, depth: usize, check: &dyn Fn(&[u8])) {
+            check(cur);
+            if depth == 0 {
+                return;
+            }
+            for &c in b"-+019 \x00" {
+                cur.push(c);
+                walk(cur, depth - 1, check);
+                cur.pop();
+            }
+        }
+        walk(&mut vec![], 4, &|b| {
+            assert_eq!(redis_int(b), canonical(b), "{b:?}")
+        });
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let s = match x % 4 {
+                0 => (x as i64).to_string(),
+                1 => format!("{:0>w$}", x % 1000, w = (x % 5) as usize),
+                2 => format!("-{}", x >> (x % 64)),
+                _ => (x >> (x % 64)).to_string(),
+            };
+            assert_eq!(redis_int(s.as_bytes()), canonical(s.as_bytes()), "{s}");
+        }
+    }
+
+    #[test]
+    fn strict_counts() {
+        let msg = |b: &[u8]| match strict_count(b, "numkeys", 3, "queues") {
+            Ok(n) => n.to_string(),
+            Err(redis_module::RedisError::String(m)) => m,
+            Err(e) => format!("{e:?}"),
+        };
+        assert_eq!(msg(b"3"), "3");
+        assert_eq!(msg(b"1"), "1");
+        for b in [&b"03"[..], b"001", b"-0", b"-01"] {
+            assert_eq!(
+                msg(b),
+                "ERR numkeys must be a plain decimal integer without leading zeros (as Redis reads key counts)"
+            );
+        }
+        for b in [&b"x"[..], b"1.0", b"", b"1e1", b"+1", b" 1", b"1 "] {
+            assert_eq!(msg(b), "ERR numkeys must be an integer");
+        }
+        for b in [
+            &b"0"[..],
+            b"-1",
+            b"4",
+            b"4294967298",
+            b"9223372036854775807",
+        ] {
+            assert_eq!(
+                msg(b),
+                "ERR numkeys must be between 1 and the number of queues given"
+            );
         }
     }
 }

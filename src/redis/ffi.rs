@@ -78,6 +78,31 @@ pub fn signal_ready(ctx: &Context, key: &RedisString) {
     }
 }
 
+/// Is Redis asking where this command's keys are (a command declared with
+/// `getkeys-api`, asked by Cluster before running it) rather than running it?
+pub fn is_keys_position_request(ctx: &Context) -> bool {
+    match api!(RedisModule_IsKeysPositionRequest) {
+        // SAFETY: the context Redis passed to the command.
+        Some(f) => unsafe { f(ctx.ctx) != 0 },
+        None => false,
+    }
+}
+
+/// Answer a keys position request: argument `pos` is a key, accessed as
+/// `flags` (`REDISMODULE_CMD_KEY_*`, the bits of the key spec's flags).
+pub fn key_at_pos(ctx: &Context, pos: usize, flags: u32) {
+    let Ok(pos) = c_int::try_from(pos) else {
+        return;
+    };
+    if let Some(f) = api!(RedisModule_KeyAtPosWithFlags) {
+        // SAFETY: the context of a keys position request; Redis checks `pos`.
+        unsafe { f(ctx.ctx, pos, flags as c_int) };
+    } else if let Some(f) = api!(RedisModule_KeyAtPos) {
+        // SAFETY: as above.
+        unsafe { f(ctx.ctx, pos) };
+    }
+}
+
 /// A warning in the server log. The text is passed as an argument of a
 /// `%s` format, so no byte of it is read as a format directive; NUL bytes
 /// are replaced (the wrapper crate's logging would panic on them).

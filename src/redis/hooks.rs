@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use redis_module::{raw, Context, InfoContext, RedisString};
 
 use super::reply::{self, CmdResult};
-use super::{errors, guard};
+use super::{errors, ffi, guard};
 
 const OK: c_int = raw::REDISMODULE_OK as c_int;
 const ERR: c_int = raw::REDISMODULE_ERR as c_int;
@@ -29,50 +29,25 @@ const INTERNAL_ERROR: &str = "INTERNAL internal error in the orca module (see th
 /// Most commands the table may hold (one entry point each).
 pub const MAX_COMMANDS: usize = 32;
 
-/// Where a command's keys are, for a command that declares them through the
-/// module (`getkeys-api`): their positions in the arguments, in order.
-pub type Locator = fn(&[RedisString]) -> Vec<usize>;
+/// Where command `i`'s keys are in `args`: each key's position and access
+/// flags (`REDISMODULE_CMD_KEY_*`) to `visit`, or an error when Redis
+/// could not find them. It runs before every handler without a visitor
+/// (an error is the reply, and the handler is not called) and answers
+/// Redis's keys position requests (commands declared with `getkeys-api`).
+pub type KeysOf = fn(
+    usize,
+    &[RedisString],
+    Option<&mut dyn FnMut(usize, u32)>,
+) -> Result<(), redis_module::RedisError>;
 
-/// What a command's key is used for (ACL and Cluster): read, written, its
-/// value returned, updated or inserted into: every queue key of a write.
-const KEY_FLAGS: c_int = (raw::REDISMODULE_CMD_KEY_RW
-    | raw::REDISMODULE_CMD_KEY_ACCESS
-    | raw::REDISMODULE_CMD_KEY_UPDATE) as c_int;
+/// The handlers, by the index of their entry point, with their names.
+static HANDLERS: OnceLock<Vec<(&'static str, Handler)>> = OnceLock::new();
+static KEYS_OF: OnceLock<KeysOf> = OnceLock::new();
 
-/// A command's handler, its name, and its key locator if Redis asks the
-/// module for its keys.
-pub type Entry = (&'static str, Handler, Option<Locator>);
-
-/// The handlers, by the index of their entry point.
-static HANDLERS: OnceLock<Vec<Entry>> = OnceLock::new();
-
-/// Install the handlers (once, at load). Entry point `i` runs handler `i`.
-pub fn install(handlers: Vec<Entry>) -> bool {
-    handlers.len() <= MAX_COMMANDS && HANDLERS.set(handlers).is_ok()
-}
-
-/// Redis asks where the keys of a `getkeys-api` command are (ACL, Cluster,
-/// `COMMAND GETKEYS`): report them instead of running the command.
-fn report_keys(ctx: *mut raw::RedisModuleCtx, locate: Locator, args: &[RedisString]) {
-    let Some(at) = (unsafe { raw::RedisModule_KeyAtPosWithFlags }) else {
-        return;
-    };
-    for pos in locate(args) {
-        if let Ok(p) = c_int::try_from(pos) {
-            // SAFETY: valid keys-position context from Redis; it checks the
-            // position against the arguments.
-            unsafe { at(ctx, p, KEY_FLAGS) };
-        }
-    }
-}
-
-/// Is this call Redis asking for the command's keys?
-fn keys_request(ctx: *mut raw::RedisModuleCtx) -> bool {
-    match unsafe { raw::RedisModule_IsKeysPositionRequest } {
-        // SAFETY: valid context from Redis.
-        Some(f) => unsafe { f(ctx) != 0 },
-        None => false,
-    }
+/// Install the handlers and where their keys are (once, at load). Entry
+/// point `i` runs handler `i`.
+pub fn install(handlers: Vec<(&'static str, Handler)>, keys_of: KeysOf) -> bool {
+    handlers.len() <= MAX_COMMANDS && KEYS_OF.set(keys_of).is_ok() && HANDLERS.set(handlers).is_ok()
 }
 
 /// The C entry point of handler `i`.
@@ -89,20 +64,31 @@ fn dispatch(
     argc: c_int,
 ) -> c_int {
     let context = Context::new(ctx);
-    let Some((name, handler, locate)) = HANDLERS.get().and_then(|h| h.get(i)).copied() else {
+    let (Some((name, handler)), Some(keys_of)) = (
+        HANDLERS.get().and_then(|h| h.get(i)).copied(),
+        KEYS_OF.get().copied(),
+    ) else {
         context.reply_error_string("INTERNAL orca command table not installed");
         return OK;
     };
     let args = redis_module::decode_args(ctx, argv, argc);
-    if let Some(locate) = locate {
-        if keys_request(ctx) {
-            guard::contain(name, || report_keys(ctx, locate, &args));
-            return OK;
-        }
+    if ffi::is_keys_position_request(&context) {
+        // Cluster asks where the keys are: the positions only, no reply
+        // (none where the arguments locate no keys: the command is then
+        // refused when it runs).
+        guard::contain(name, || {
+            let _ = keys_of(
+                i,
+                &args,
+                Some(&mut |pos, flags| ffi::key_at_pos(&context, pos, flags)),
+            );
+        });
+        return OK;
     }
     let written = guard::contain(name, || {
         guard::inject("command");
-        match handler(&context, &args) {
+        let checked = keys_of(i, &args, None);
+        match checked.and_then(|()| handler(&context, &args)) {
             Ok(r) => reply::send(&context, &r),
             Err(e) => {
                 errors::send_err(&context, e);

@@ -10,7 +10,9 @@
 use redis_module::{Context, RedisError, RedisString};
 
 use super::access::{check_payload, core_err, job_key_arg, read_queue, write_queue, Payload};
-use super::args::{check_pins, err, format, from_master_or_aof, is_kw, parse_int, Options};
+use super::args::{
+    check_pins, err, format, from_master_or_aof, is_kw, parse_int, strict_count, Options,
+};
 use super::errors;
 use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
 use super::pop::{take, PopArgs};
@@ -82,18 +84,18 @@ fn parse<'a>(ctx: &Context, args: &'a [RedisString]) -> Result<MackArgs<'a>, Red
     let [_, _, numleases, rest @ ..] = args else {
         return Err(RedisError::WrongArity);
     };
-    let n = parse_int(numleases, "numleases")?;
-    if n < 1 || n.saturating_mul(2) > rest.len() as i64 {
-        return Err(err(
-            "numleases must be between 1 and the number of <orca-key> <lease> pairs given",
-        ));
-    }
-    let (pairs, rest) = rest.split_at(2 * n as usize);
+    let n = strict_count(
+        numleases.as_slice(),
+        "numleases",
+        rest.len() / 2,
+        "<orca-key> <lease> pairs",
+    )?;
+    let (pairs, rest) = rest.split_at(2 * n);
     let Split {
         results,
         runs: [before, after],
         next,
-    } = split(rest, n as usize)?;
+    } = split(rest, n)?;
     let a = Options::parse_also(before, OPTIONS, ALSO)?;
     let b = Options::parse_also(after, OPTIONS, ALSO).map_err(|e| match (&e, results) {
         // `RESULTS a b` for one lease: say why `b` is read as an option.
@@ -129,7 +131,7 @@ fn parse<'a>(ctx: &Context, args: &'a [RedisString]) -> Result<MackArgs<'a>, Red
             // "Up to n jobs": a COUNT above orca.max-pop-count takes that many (a
             // client refilling its slots need not know the server's limit).
             let count = match opts.get("COUNT") {
-                None => n,
+                None => n as i64,
                 Some(v) => parse_int(v, "COUNT")?,
             };
             if count < 1 {

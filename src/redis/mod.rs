@@ -6,8 +6,9 @@
 //!   blocked clients, command filter, server events, INFO), which run the
 //!   functions handed to them inside the guard; `datatype` the type callbacks.
 //! - `errors` (error replies: a code, its fields, one clean line), `reply`,
-//!   `args`, `settings`, `stats`, `tracking` (queues with pending
-//!   deadlines); `access` opens keys as queues.
+//!   `args`, `module_config`, `stats`, `tracking` (queues with pending
+//!   deadlines); `access` opens keys as queues; `keyspec` where each
+//!   command's keys are (declared to Redis, found as Redis finds them).
 //! - The commands: `jobs`, `pop`, `worker`, `inspect`, `admin`, `gates`; `timer`
 //!   ticks due queues; `commands` is the command table.
 //!
@@ -28,6 +29,7 @@ pub mod guard;
 pub mod hooks;
 pub mod inspect;
 pub mod jobs;
+pub mod keyspec;
 pub mod mack;
 pub mod module_config;
 pub mod pop;

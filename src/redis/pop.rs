@@ -15,8 +15,8 @@ use super::args::{
 };
 use super::errors::coded;
 use super::ffi::{self, deny_blocking, now_ms, signal_ready, Arg, Kw};
-use super::hooks;
 use super::reply::{self, CmdResult, Format, Reply};
+use super::{hooks, keyspec};
 use super::{module_config, stats, timer};
 use crate::core::error::ErrorCode;
 use crate::core::TickReport;
@@ -223,17 +223,17 @@ fn on_timeout<'a>(_ctx: &Context, _args: &'a [RedisString]) -> CmdResult<'a> {
 }
 
 /// `ORCA.MPOP <numkeys> <queue> [<queue> ...] ...`: the queues and the rest.
+/// The queues are where Redis's key extraction found them (the count read
+/// as Redis reads it), so each is one that ACL and Cluster checked.
 fn mpop_args(args: &[RedisString]) -> Result<(&[RedisString], &[RedisString]), RedisError> {
-    let [_, numkeys, rest @ ..] = args else {
-        return Err(RedisError::WrongArity);
-    };
-    let n = parse_int(numkeys, "numkeys")?;
-    if n < 1 || n as usize > rest.len() {
-        return Err(err(
-            "numkeys must be between 1 and the number of queues given",
-        ));
+    let at = keyspec::Keys::Specs(keyspec::COUNTED_QUEUES).positions(args)?;
+    match (at.first(), at.last()) {
+        (Some(&first), Some(&last)) if last + 1 - first == at.len() => {
+            let queues = args.get(first..=last).ok_or(RedisError::WrongArity)?;
+            Ok((queues, args.get(last + 1..).unwrap_or_default()))
+        }
+        _ => Err(err("numkeys must be at least 1")),
     }
-    Ok(rest.split_at(n as usize))
 }
 
 /// The first queue, in argument order, that can hand out jobs does.

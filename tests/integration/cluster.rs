@@ -200,6 +200,34 @@ fn cluster_routes_queues_and_moves_one_intact() {
         "queues not spread: {per_node:?}"
     );
 
+    // MPOP's queues are checked as any key (its `getkeys-api`): a queue of
+    // another node is redirected, queues of two nodes are refused, and a
+    // count Redis cannot read is refused by the module (tenants::cluster).
+    let (a, b) = (&queues[0], &queues[1]);
+    let na = owner(&mut conns, a);
+    let q_other = queues.iter().find(|q| owner(&mut conns, q) != na).unwrap();
+    let e = error_text(&raw(
+        &mut conns[(na + 1) % 3],
+        &args!["ORCA.MPOP", 1, a, "LEASE", 0],
+    ))
+    .unwrap();
+    assert!(e.starts_with("MOVED"), "{e}");
+    let e = error_text(&raw(
+        &mut conns[na],
+        &args!["ORCA.MPOP", 2, a, q_other, "LEASE", 0],
+    ))
+    .unwrap();
+    assert!(e.starts_with("CROSSSLOT"), "{e}");
+    let e = error_text(&raw(
+        &mut conns[na],
+        &args!["ORCA.MPOP", "02", a, q_other, "LEASE", 0],
+    ))
+    .unwrap();
+    assert!(e.starts_with("ERR numkeys"), "{e}");
+    for q in [a, b] {
+        assert_eq!(as_int(&cl_ok(&mut cc, &args!["ORCA.LEN", q])), 6, "{q}");
+    }
+
     // The live queue to move: collations, leases (long and short), a retry,
     // a dead job and a result.
     let live = "cq:live";

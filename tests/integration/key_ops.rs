@@ -153,8 +153,8 @@ fn copy_is_deep_and_key_operations_work() {
     // FLUSHALL: everything goes, and the module keeps working.
     ok(&mut c, &args!["FLUSHALL"]);
     assert!(orca_queues(&mut c).is_empty() && orca_queues(&mut c1).is_empty());
-    // Valkey 8 flushes lazily by default (lazyfree-lazy-user-flush yes): the
-    // queues are freed, and counted out, on its background thread.
+    // Valkey 8 frees a FLUSHALL's values in the background by default
+    // (lazyfree-lazy-user-flush yes): the counts drop once they are freed.
     wait_for(
         "the flushed queues to be freed",
         Duration::from_secs(5),

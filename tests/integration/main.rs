@@ -41,4 +41,5 @@ mod restore;
 mod retries;
 mod settings;
 mod stats;
+mod tenants;
 mod upgrade;

@@ -19,29 +19,37 @@ pub struct Job {
     pub release_at: Option<i64>,
     pub attempts: Option<i64>,
     pub immediate: bool,
+    /// The config as stored (decoded as UTF-8, lossily). Listings keep it
+    /// only while they look at the job (`drop_payload`).
     pub payload: Option<String>,
+    /// Its size in bytes, also once dropped.
+    pub payload_len: usize,
     /// What the config says (when the payload is a JSON object).
     pub config: ConfigSummary,
-    /// Every field of the reply, for generic display.
+    /// Every other field of the reply, for generic display.
     pub fields: Fields,
 }
 
-/// The fields of a job config the dashboard shows in listings.
+/// The field of a job config the dashboard shows in listings (a field the
+/// queue reads: shown with or without a token).
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct ConfigSummary {
     pub key: Option<String>,
-    pub response_url: Option<String>,
 }
 
 impl Job {
-    pub fn from_fields(fields: Fields) -> Option<Job> {
+    pub fn from_fields(mut fields: Fields) -> Option<Job> {
         let key = fields.text("key")?.to_string();
-        let payload = fields.text("payload").map(str::to_string);
+        let payload = match fields.take("payload") {
+            Some(Val::Str(p)) => Some(p),
+            _ => None,
+        };
         let config = payload
             .as_deref()
             .and_then(|p| serde_json::from_str::<ConfigSummary>(p).ok())
             .unwrap_or_default();
         Some(Job {
+            payload_len: payload.as_ref().map_or(0, String::len),
             key,
             state: fields.text("state").map(str::to_string),
             position: fields.int("position"),
@@ -58,6 +66,12 @@ impl Job {
 
     pub fn from_val(v: Val) -> Option<Job> {
         Job::from_fields(v.into_fields()?)
+    }
+
+    /// Forget the payload (listings show what `config` read from it).
+    pub fn drop_payload(mut self) -> Job {
+        self.payload = None;
+        self
     }
 }
 
@@ -153,6 +167,8 @@ mod tests {
         ));
         let j = Job::from_fields(f).unwrap();
         assert_eq!(j.config.key.as_deref(), Some("sub-1"));
-        assert_eq!(j.config.response_url.as_deref(), Some("u"));
+        assert_eq!(j.payload_len, 42);
+        assert!(j.fields.get("payload").is_none(), "moved out of the fields");
+        assert_eq!(j.drop_payload().payload, None);
     }
 }

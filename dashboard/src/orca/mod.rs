@@ -43,6 +43,14 @@ fn retry(e: &RedisError, read: bool) -> bool {
 /// How long a learned maximum LIMIT is trusted.
 const LIMIT_MEMORY: Duration = Duration::from_secs(600);
 
+/// Payload bytes one listing command is sized to bring back (`run_listing`).
+const LISTING_BUDGET: usize = 4 << 20;
+/// Jobs the first command of a listing asks for.
+const FIRST_CHUNK: u64 = 4;
+/// An offset past the end of any queue (the module's times and counts stay
+/// under 2^53).
+const MAX_OFFSET: u64 = (1 << 53) - 1;
+
 /// The Redis type name the module registers (docs/commands.md, "Key operations").
 pub const QUEUE_TYPE: &str = "orcaqueue";
 
@@ -106,6 +114,9 @@ pub struct Orca {
     /// The largest `LIMIT` the server takes (`orca.max-pop-count`), once a
     /// listing was refused for it, and when that was learned.
     max_limit: std::sync::Mutex<Option<(u64, Instant)>>,
+    /// A `LIMIT` the server took (so no larger maximum need be learned for
+    /// it), and when.
+    limit_taken: std::sync::Mutex<Option<(u64, Instant)>>,
     /// The URL without its password, for pages and logs.
     pub display_url: String,
 }
@@ -131,6 +142,7 @@ impl Orca {
             config,
             conn: Mutex::new(None),
             max_limit: std::sync::Mutex::new(None),
+            limit_taken: std::sync::Mutex::new(None),
             display_url,
         })
     }
@@ -199,32 +211,125 @@ impl Orca {
             .map(|(n, _)| n)
     }
 
-    /// A listing (`build(limit)` is the command), with its LIMIT kept
-    /// within the server's: clamped to the known maximum, and, refused for
-    /// it, learned and sent once more. So it may return fewer than `limit`
-    /// jobs even where more exist: callers compare with `max_limit()`.
-    async fn run_listing(
+    /// A listing of `limit` jobs from `offset` (`build(offset, limit)` is
+    /// one command), each job handed to `each` as soon as its command's
+    /// reply is read, so only one command's jobs are held at a time.
+    ///
+    /// Payloads can be up to `orca.max-payload-bytes` each (4 MiB by
+    /// default), so a page is read in commands sized to hold about
+    /// `LISTING_BUDGET` of payload: the first asks for `FIRST_CHUNK` jobs,
+    /// each next one for as many as the largest payload seen so far lets
+    /// fit (a page of small jobs: two commands). A page read in several
+    /// commands is not one atomic snapshot: a job that moves in between
+    /// may show twice or not at all.
+    ///
+    /// Each command's LIMIT is kept within the server's: clamped to the
+    /// known maximum, and, refused for it, learned and sent once more; a
+    /// listing never returns more than that maximum, so it may return
+    /// fewer than `limit` jobs even where more exist (callers compare with
+    /// `max_limit()`). Returns how many jobs were listed.
+    async fn run_listing<F>(
         &self,
+        queue: &str,
+        offset: u64,
         limit: u64,
-        build: impl Fn(u64) -> Cmd,
+        build: impl Fn(u64, u64) -> Cmd,
         what: &str,
-    ) -> OrcaResult<Vec<Job>> {
-        let sent = limit.min(self.max_limit().unwrap_or(u64::MAX));
-        match self.run_jobs(&build(sent), what).await {
+        mut each: F,
+    ) -> OrcaResult<u64>
+    where
+        F: FnMut(Job),
+    {
+        if limit > FIRST_CHUNK {
+            self.learn_limit(queue, limit).await?;
+        }
+        let mut listed = 0u64;
+        let mut chunk = FIRST_CHUNK;
+        let mut largest = 0usize;
+        loop {
+            let max = self.max_limit().unwrap_or(u64::MAX);
+            let want = limit.min(max).saturating_sub(listed);
+            if want == 0 {
+                break;
+            }
+            let asked = chunk.min(want);
+            let jobs = match self.run_jobs(&build(offset + listed, asked), what).await {
+                Err(OrcaError::Refused(m)) => match m.max_limit() {
+                    Some(n) => {
+                        *self.max_limit.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some((n, Instant::now()));
+                        if n == 0 || asked <= n {
+                            return Err(OrcaError::Refused(m));
+                        }
+                        continue;
+                    }
+                    None => return Err(OrcaError::Refused(m)),
+                },
+                other => other?,
+            };
+            let got = jobs.len() as u64;
+            for j in jobs {
+                largest = largest.max(j.payload_len);
+                each(j);
+            }
+            listed += got;
+            if got < asked {
+                break;
+            }
+            chunk = (LISTING_BUDGET / largest.max(1)).max(1) as u64;
+        }
+        Ok(listed)
+    }
+
+    /// Whether the server takes `LIMIT limit`, learned (once per
+    /// `LIMIT_MEMORY`) from one command that lists nothing: the queued
+    /// listing from past its end (O(log n)). A page's first command asks
+    /// for only a few jobs, so it would not tell; the page must know its
+    /// size before it is drawn.
+    async fn learn_limit(&self, queue: &str, limit: u64) -> OrcaResult<()> {
+        let fresh = |m: &std::sync::Mutex<Option<(u64, Instant)>>| {
+            let g = m.lock().unwrap_or_else(|e| e.into_inner());
+            g.filter(|(_, at)| at.elapsed() < LIMIT_MEMORY)
+                .map(|(n, _)| n)
+        };
+        if fresh(&self.max_limit).is_some() || fresh(&self.limit_taken).is_some_and(|n| n >= limit)
+        {
+            return Ok(());
+        }
+        let past_end = list_cmd(queue, None)(MAX_OFFSET, limit);
+        match self.run(&past_end).await {
+            Ok(_) => {
+                *self.limit_taken.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some((limit, Instant::now()));
+                Ok(())
+            }
             Err(OrcaError::Refused(m)) => match m.max_limit() {
                 Some(n) => {
                     *self.max_limit.lock().unwrap_or_else(|e| e.into_inner()) =
                         Some((n, Instant::now()));
-                    if sent > n {
-                        self.run_jobs(&build(n), what).await
-                    } else {
-                        Err(OrcaError::Refused(m))
-                    }
+                    Ok(())
                 }
                 None => Err(OrcaError::Refused(m)),
             },
-            other => other,
+            Err(e) => Err(e),
         }
+    }
+
+    /// `run_listing`, collecting the jobs without their payloads.
+    async fn listing(
+        &self,
+        queue: &str,
+        offset: u64,
+        limit: u64,
+        build: impl Fn(u64, u64) -> Cmd,
+        what: &str,
+    ) -> OrcaResult<Vec<Job>> {
+        let mut out = Vec::new();
+        self.run_listing(queue, offset, limit, build, what, |j| {
+            out.push(j.drop_payload())
+        })
+        .await?;
+        Ok(out)
     }
 
     async fn run_fields(&self, cmd: &Cmd, what: &str) -> OrcaResult<Fields> {
@@ -307,7 +412,8 @@ impl Orca {
             .ok_or_else(|| OrcaError::Protocol("ORCA.LEN".into()))
     }
 
-    /// `ORCA.LIST <q> OFFSET o LIMIT l [FILTER field value]`.
+    /// `ORCA.LIST <q> OFFSET o LIMIT l [FILTER field value]`: the jobs,
+    /// without their payloads (`run_listing`).
     pub async fn list(
         &self,
         queue: &str,
@@ -315,19 +421,28 @@ impl Orca {
         limit: u64,
         filter: Option<(&str, &str)>,
     ) -> OrcaResult<Vec<Job>> {
-        let build = |limit: u64| {
-            let mut cmd = redis::cmd("ORCA.LIST");
-            cmd.arg(queue)
-                .arg("OFFSET")
-                .arg(offset)
-                .arg("LIMIT")
-                .arg(limit);
-            if let Some((f, v)) = filter {
-                cmd.arg("FILTER").arg(f).arg(v);
-            }
-            cmd
-        };
-        self.run_listing(limit, build, "ORCA.LIST").await
+        self.listing(queue, offset, limit, list_cmd(queue, filter), "ORCA.LIST")
+            .await
+    }
+
+    /// `ORCA.LIST <q> OFFSET o LIMIT l`, each job (payload included) handed
+    /// to `each` as it arrives; how many were listed.
+    pub async fn list_each(
+        &self,
+        queue: &str,
+        offset: u64,
+        limit: u64,
+        each: impl FnMut(Job),
+    ) -> OrcaResult<u64> {
+        self.run_listing(
+            queue,
+            offset,
+            limit,
+            list_cmd(queue, None),
+            "ORCA.LIST",
+            each,
+        )
+        .await
     }
 
     /// `ORCA.STATUS <q> <key>`: None if the key is in no state.
@@ -341,6 +456,30 @@ impl Orca {
                 .map(Some)
                 .ok_or_else(|| OrcaError::Protocol("ORCA.STATUS".into())),
         }
+    }
+
+    /// The payload of `ORCA.STATUS <q> <key>` as its bytes, exactly as
+    /// stored (a config may hold invalid UTF-8 in fields the queue does not
+    /// read): for the download.
+    pub async fn payload(&self, queue: &str, key: &str) -> OrcaResult<Option<Vec<u8>>> {
+        let v: redis::Value = self
+            .query(redis::cmd("ORCA.STATUS").arg(queue).arg(key), true)
+            .await?;
+        let redis::Value::Map(fields) = v else {
+            return Ok(None);
+        };
+        let is_payload = |k: &redis::Value| match k {
+            redis::Value::BulkString(b) => b == b"payload",
+            redis::Value::SimpleString(s) => s == "payload",
+            _ => false,
+        };
+        Ok(fields
+            .into_iter()
+            .find(|(k, _)| is_payload(k))
+            .and_then(|(_, v)| match v {
+                redis::Value::BulkString(b) => Some(b),
+                _ => None,
+            }))
     }
 
     /// `ORCA.RESULT <q> <key>`: the kept result, if any, as its bytes (a
@@ -447,10 +586,30 @@ impl Orca {
             let front = list
                 .into_array()
                 .and_then(|a| a.into_iter().next())
-                .and_then(Job::from_val);
+                .and_then(Job::from_val)
+                .map(Job::drop_payload);
             out.push((len.as_int().unwrap_or(0), front));
         }
         Ok(out)
+    }
+}
+
+/// `ORCA.LIST <q> OFFSET o LIMIT l [FILTER field value]`.
+fn list_cmd<'a>(
+    queue: &'a str,
+    filter: Option<(&'a str, &'a str)>,
+) -> impl Fn(u64, u64) -> Cmd + 'a {
+    move |offset, limit| {
+        let mut cmd = redis::cmd("ORCA.LIST");
+        cmd.arg(queue)
+            .arg("OFFSET")
+            .arg(offset)
+            .arg("LIMIT")
+            .arg(limit);
+        if let Some((f, v)) = filter {
+            cmd.arg("FILTER").arg(f).arg(v);
+        }
+        cmd
     }
 }
 

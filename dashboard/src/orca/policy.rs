@@ -79,7 +79,7 @@ impl Orca {
         offset: u64,
         limit: u64,
     ) -> OrcaResult<Vec<Job>> {
-        let build = |limit: u64| {
+        let build = |offset: u64, limit: u64| {
             let mut cmd = redis::cmd("ORCA.LIST");
             cmd.arg(queue).arg("STATE").arg(state.arg());
             if let Some(g) = gate {
@@ -88,7 +88,8 @@ impl Orca {
             cmd.arg("OFFSET").arg(offset).arg("LIMIT").arg(limit);
             cmd
         };
-        self.run_listing(limit, build, "ORCA.LIST STATE").await
+        self.listing(queue, offset, limit, build, "ORCA.LIST STATE")
+            .await
     }
 
     /// `ORCA.GATE <q> <g> CLOSE`: true if the gate was open.

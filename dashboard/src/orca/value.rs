@@ -113,6 +113,17 @@ impl Fields {
         !self.1.contains(&i)
     }
 
+    /// Remove a field and return its value (the first of that name).
+    pub fn take(&mut self, name: &str) -> Option<Val> {
+        let i = self.0.iter().position(|(k, _)| k == name)?;
+        // Later keys move down one place: so do their recorded indices.
+        self.1.retain(|&j| j != i);
+        for j in self.1.iter_mut().filter(|j| **j > i) {
+            *j -= 1;
+        }
+        Some(self.0.remove(i).1)
+    }
+
     pub fn get(&self, name: &str) -> Option<&Val> {
         self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v)
     }

@@ -5,6 +5,7 @@
 //! download. Kept in the dashboard's memory (`crate::drops`) and its log.
 
 use askama::Template;
+use axum::body::Body;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -24,43 +25,62 @@ fn download_href(queue: &str, id: &str) -> String {
     format!("/queue/dropped.json?q={}&id={}", enc(queue), enc(id))
 }
 
-/// One removed job, as its config tells.
+/// Configs the page shows (all are in the download).
+pub const SHOWN: usize = 100;
+/// The most of one config the page shows.
+pub const CONFIG_SHOWN_BYTES: usize = 16 * 1024;
+
+/// One removed job, as its config tells: the fields the queue reads always;
+/// its `response_url` and the config itself only with a token.
 pub struct DroppedRow {
     pub n: usize,
     pub key: String,
     pub response_url: String,
     pub collation: String,
-    pub json: String,
+    pub json: Option<crate::render::TextView>,
 }
 
-fn row(n: usize, config: &str) -> DroppedRow {
-    let v: Option<serde_json::Value> = serde_json::from_str(config).ok();
-    let text = |name: &str| {
-        v.as_ref()
-            .and_then(|v| v.get(name))
-            .map(|x| match x {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            })
-            .unwrap_or_default()
-    };
+/// What a row reads from a config (unknown fields skipped, nothing built).
+#[derive(Deserialize, Default)]
+struct Summary {
+    key: Option<serde_json::Value>,
+    response_url: Option<serde_json::Value>,
+    collation: Option<Collation>,
+}
+
+#[derive(Deserialize)]
+struct Collation {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    id: Option<serde_json::Value>,
+}
+
+fn text(v: Option<serde_json::Value>) -> String {
+    match v {
+        Some(serde_json::Value::String(s)) => s,
+        Some(other) => other.to_string(),
+        None => String::new(),
+    }
+}
+
+fn row(n: usize, config: &str, show: bool) -> DroppedRow {
+    // The fields the queue reads are strings, numbers or small objects:
+    // read only those (a config's other fields may be megabytes).
+    let v: Summary = serde_json::from_str(config).unwrap_or_default();
     let collation = v
-        .as_ref()
-        .and_then(|v| v.get("collation"))
-        .and_then(|c| {
-            let id = match c.get("id")? {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            Some(format!("{}.{id}", c.get("type")?.as_str()?))
-        })
+        .collation
+        .and_then(|c| Some(format!("{}.{}", c.kind?, text(Some(c.id?)))))
         .unwrap_or_default();
     DroppedRow {
         n,
-        key: text("key"),
-        response_url: text("response_url"),
-        collation,
-        json: format::pretty_json(config).0,
+        key: format::short(&text(v.key), 200),
+        response_url: if show {
+            format::short(&text(v.response_url), 200)
+        } else {
+            String::new()
+        },
+        collation: format::short(&collation, 200),
+        json: show.then(|| crate::render::text_view_within(config, CONFIG_SHOWN_BYTES)),
     }
 }
 
@@ -78,6 +98,10 @@ struct DroppedPage {
     id: String,
     download: String,
     rows: Vec<DroppedRow>,
+    /// Configs not on the page (only in the download).
+    more: usize,
+    /// Without a token: response_urls and configs are not shown.
+    show: bool,
 }
 
 #[derive(Deserialize)]
@@ -128,15 +152,26 @@ pub async fn page(ctx: Ctx, Query(q): Query<DroppedQuery>) -> AppResult<Response
         rows: d
             .configs
             .iter()
+            .take(SHOWN)
             .enumerate()
-            .map(|(i, c)| row(i + 1, c))
+            .map(|(i, c)| row(i + 1, c, ctx.app.show_payloads))
             .collect(),
+        more: d.configs.len().saturating_sub(SHOWN),
+        show: ctx.app.show_payloads,
     };
     Ok(ctx.render(&page))
 }
 
-/// The removed configs as a JSON file.
+/// The removed configs as a JSON file, streamed a config at a time.
 pub async fn download(ctx: Ctx, Query(q): Query<DroppedQuery>) -> AppResult<Response> {
+    if !ctx.app.show_payloads {
+        return Err(AppError::Forbidden(
+            "The dropped configs are shown only to holders of this dashboard's token: start \
+             it with --token (or ORCA_DASHBOARD_TOKEN) and log in. Every dropped config is \
+             also in the dashboard's log."
+                .into(),
+        ));
+    }
     let name = queue_name(q.q)?;
     let d = find(&ctx.app, &name, q.id)?;
     let safe = |s: &str| -> String {
@@ -163,7 +198,9 @@ pub async fn download(ctx: Ctx, Query(q): Query<DroppedQuery>) -> AppResult<Resp
                 format!("attachment; filename=\"{filename}\""),
             ),
         ],
-        d.to_json(),
+        Body::from_stream(futures_util::stream::iter(
+            d.json_parts().map(Ok::<_, std::convert::Infallible>),
+        )),
     )
         .into_response())
 }
@@ -174,10 +211,8 @@ mod tests {
 
     #[test]
     fn rows_read_what_staff_need() {
-        let r = row(
-            3,
-            r#"{"key":"sub-51","response_url":"http://web/cb/51","collation":{"type":"user","id":7},"gate":"img"}"#,
-        );
+        let config = r#"{"key":"sub-51","response_url":"http://web/cb/51","collation":{"type":"user","id":7},"gate":"img","secret":"s3"}"#;
+        let r = row(3, config, true);
         assert_eq!(
             (
                 r.n,
@@ -187,8 +222,19 @@ mod tests {
             ),
             (3, "sub-51", "http://web/cb/51", "user.7")
         );
-        assert!(r.json.contains("\n  \"gate\": \"img\""));
-        let r = row(1, "not json");
-        assert_eq!((r.key.as_str(), r.json.as_str()), ("", "not json"));
+        assert!(r.json.unwrap().text.contains("\n  \"gate\": \"img\""));
+        let r = row(1, "not json", true);
+        assert_eq!(
+            (r.key.as_str(), r.json.unwrap().text.as_str()),
+            ("", "not json")
+        );
+        // Without a token: the fields the queue reads, nothing else.
+        let r = row(3, config, false);
+        assert_eq!((r.key.as_str(), r.collation.as_str()), ("sub-51", "user.7"));
+        assert!(r.response_url.is_empty() && r.json.is_none());
+        // A huge config is shown cut.
+        let big = format!(r#"{{"key":"b","x":"{}"}}"#, "y".repeat(1 << 20));
+        let r = row(1, &big, true);
+        assert!(r.json.unwrap().text.len() <= CONFIG_SHOWN_BYTES);
     }
 }

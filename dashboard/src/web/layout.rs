@@ -35,6 +35,11 @@ pub fn job_href(queue: &str, key: &str) -> String {
     format!("/job?q={}&key={}", enc(queue), enc(key))
 }
 
+/// The download of a job's payload (`what` = "payload") or kept result.
+pub fn job_download_href(what: &str, queue: &str, key: &str) -> String {
+    format!("/job/{what}?q={}&key={}", enc(queue), enc(key))
+}
+
 pub fn collation_href(queue: &str, collation: &str) -> String {
     format!("/queue/find?q={}&collation={}", enc(queue), enc(collation))
 }
@@ -64,6 +69,8 @@ pub struct Layout {
     pub read_only: bool,
     /// Show the logout button (a token protects this dashboard).
     pub auth: bool,
+    /// Payloads and results are hidden (no token).
+    pub redacted: bool,
     /// The CSRF authenticity token for forms; empty on pages without forms.
     pub csrf: String,
     pub notice: Option<String>,
@@ -80,6 +87,7 @@ impl Layout {
             redis: String::new(),
             read_only: false,
             auth: false,
+            redacted: false,
             csrf: String::new(),
             notice: None,
             warning: None,
@@ -154,6 +162,7 @@ impl Ctx {
             redis: self.app.orca.display_url.clone(),
             read_only: self.app.read_only,
             auth: self.app.auth.is_some(),
+            redacted: !self.app.show_payloads,
             csrf,
             notice: self.notice.clone(),
             warning: None,

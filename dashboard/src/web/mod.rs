@@ -53,6 +53,10 @@ pub struct Inner {
     pub drops: Drops,
     pub csrf: CsrfConfig,
     pub auth: Option<auth::Auth>,
+    /// Payloads, results and what is read from them beyond the fields the
+    /// queue reads are shown only behind a token: without one, anyone on
+    /// this machine could read them (docs/security.md, "The dashboard").
+    pub show_payloads: bool,
     /// The host names requests may name (DNS rebinding protection).
     pub hosts: hosts::AllowedHosts,
     pub read_only: bool,
@@ -102,6 +106,7 @@ impl App {
             stats: StatsCache::new(o.stats_ttl),
             drops: Drops::default(),
             csrf,
+            show_payloads: o.token.is_some(),
             auth: o.token.map(auth::Auth::new),
             hosts: o.hosts,
             read_only: o.read_only,
@@ -158,6 +163,8 @@ pub fn router(app: App) -> Router {
         .route("/queue/dropped", get(dropped::page))
         .route("/queue/dropped.json", get(dropped::download))
         .route("/job", get(job::page))
+        .route("/job/payload", get(job::payload))
+        .route("/job/result", get(job::result))
         .route("/action/move", post(actions::move_job))
         .route("/action/delete", post(actions::delete))
         .route("/action/requeue", post(actions::requeue))

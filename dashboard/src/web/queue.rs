@@ -88,6 +88,12 @@ pub async fn jobs(ctx: Ctx, Query(q): Query<JobsQuery>) -> AppResult<Response> {
             "A filter needs a metadata field as well as a value.".into(),
         ));
     }
+    if !field.is_empty() && !ctx.app.show_payloads {
+        return Err(AppError::Forbidden(
+            "Filtering by metadata reads the jobs' payloads, which this dashboard shows only              to holders of its token: start it with --token (or ORCA_DASHBOARD_TOKEN) and              log in."
+                .into(),
+        ));
+    }
     let filtered = !field.is_empty();
     let app = ctx.app.clone();
     let h = queue_head(&app, &name, "jobs").await?;

@@ -12,8 +12,10 @@ pub struct JobRow {
     pub key: String,
     pub key_short: String,
     pub href: String,
+    /// The config key, shortened for display (`LABEL_MAX` characters).
     pub config_key: String,
     pub collation: String,
+    pub collation_label: String,
     pub collation_href: String,
     pub created: String,
     pub created_title: String,
@@ -24,6 +26,7 @@ pub struct JobRow {
     pub died: String,
     /// Held jobs: the gate they wait behind.
     pub gate: String,
+    pub gate_label: String,
     pub gate_href: String,
     /// Running jobs: the lease token and the deadline.
     pub lease: String,
@@ -36,6 +39,11 @@ pub struct JobRow {
     pub capped: bool,
 }
 
+/// The most characters of a config key, collation or gate name a row
+/// shows: the module bounds them by settings that may be raised up to
+/// 1 MiB, and a page lists up to 1000 rows. Links keep the whole name.
+pub const LABEL_MAX: usize = 200;
+
 impl JobRow {
     pub fn new(queue: &str, job: &Job, now: i64) -> JobRow {
         let f = &job.fields;
@@ -45,8 +53,9 @@ impl JobRow {
             key: job.key.clone(),
             key_short: format::short(&job.key, 12),
             href: job_href(queue, &job.key),
-            config_key: job.config.key.clone().unwrap_or_default(),
+            config_key: format::short(job.config.key.as_deref().unwrap_or_default(), LABEL_MAX),
             collation: job.collation.clone().unwrap_or_default(),
+            collation_label: format::short(job.collation.as_deref().unwrap_or_default(), LABEL_MAX),
             collation_href: job
                 .collation
                 .as_deref()
@@ -73,6 +82,7 @@ impl JobRow {
             } else {
                 gate_href(queue, &gate)
             },
+            gate_label: format::short(&gate, LABEL_MAX),
             gate,
             lease: f.get("lease").map(Val::to_text).unwrap_or_default(),
             deadline: f

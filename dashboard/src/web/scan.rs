@@ -40,23 +40,34 @@ pub async fn scan(
     let mut rows = Vec::new();
     let mut truncated = false;
     let mut stop = end;
-    'outer: while offset < end {
+    while offset < end && !truncated {
         let limit = CHUNK.min(end - offset);
-        let jobs = app.orca.list(queue, offset, limit, None).await?;
+        // Each job is looked at as it arrives, its payload then dropped
+        // (`list_each` reads large payloads a few at a time).
+        let mut seen = 0u64;
+        let got = app
+            .orca
+            .list_each(queue, offset, limit, |j| {
+                if truncated {
+                    return;
+                }
+                if keep(&j) {
+                    if rows.len() >= MAX_MATCHES {
+                        truncated = true;
+                        stop = offset + seen;
+                        return;
+                    }
+                    rows.push(JobRow::new(queue, &j, now));
+                }
+                seen += 1;
+            })
+            .await?;
+        if truncated {
+            break;
+        }
         // the server's LIMIT may be lower than a chunk (orca.max-pop-count,
         // learned by that call): it sent that many
         let limit = limit.min(app.orca.max_limit().unwrap_or(u64::MAX));
-        let got = jobs.len() as u64;
-        for (i, j) in jobs.iter().enumerate() {
-            if keep(j) {
-                if rows.len() >= MAX_MATCHES {
-                    truncated = true;
-                    stop = offset + i as u64;
-                    break 'outer;
-                }
-                rows.push(JobRow::new(queue, j, now));
-            }
-        }
         if got < limit {
             // the queue got shorter while we read it
             stop = offset + got;

@@ -357,6 +357,15 @@ impl Redis {
     }
 }
 
+/// The token of dashboards that show payloads and results (without one,
+/// the dashboard hides them: tests/hostile.rs).
+pub const TOKEN: &str = "orca-dashboard-test-token";
+
+/// `Authorization: Bearer <TOKEN>`, for `Dashboard::http` outside the browser.
+pub fn bearer() -> String {
+    format!("Bearer {TOKEN}")
+}
+
 /// The dashboard binary under test.
 pub struct Dashboard {
     pub port: u16,
@@ -404,6 +413,17 @@ impl Dashboard {
 
     pub fn alive(&mut self) -> bool {
         matches!(self.child.0.try_wait(), Ok(None))
+    }
+
+    /// The dashboard's process id (its memory is in /proc/<pid>/status).
+    pub fn pid(&self) -> u32 {
+        self.child.0.id()
+    }
+
+    /// A GET outside the browser, the body as bytes (a download may be
+    /// any bytes): (status, body).
+    pub fn get_bytes(&self, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<u8>) {
+        get_bytes(self.port, path, headers)
     }
 
     /// A raw HTTP/1.0 request outside the browser: (status, body).
@@ -458,6 +478,32 @@ impl Dashboard {
             .unwrap_or(0);
         (status, out)
     }
+}
+
+/// A GET of the dashboard on `port` (from any thread), the body as bytes:
+/// (status, body).
+pub fn get_bytes(port: u16, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<u8>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect dashboard");
+    s.set_read_timeout(Some(Duration::from_secs(120))).ok();
+    let mut req = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).expect("send");
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).expect("read");
+    let end = out
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a response head");
+    let head = String::from_utf8_lossy(&out[..end]).into_owned();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, out[end + 4..].to_vec())
 }
 
 /// From a raw response (`Dashboard::http`): the CSRF cookie it sets
@@ -665,6 +711,15 @@ impl Browser {
         self.mark().await;
         form.submit().await.expect("submit");
         self.wait_new_page(wait_css).await
+    }
+
+    /// Log in to `d` (started with `--token TOKEN`) once: the session
+    /// cookie then opens every page.
+    pub async fn login(&self, d: &Dashboard) {
+        self.goto(&d.url("/login")).await;
+        self.wait_for("#token").await;
+        self.submit_to("form[action='/login']", &[("token", TOKEN)], "main")
+            .await;
     }
 
     /// Run a script that navigates, and wait for the next page's `wait_css`.

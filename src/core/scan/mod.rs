@@ -30,10 +30,12 @@
 //! - Numbers that are parsed keep serde_json's three kinds: an integer that
 //!   fits u64 is `U64`; a negative integer that fits i64 is `I64`; anything
 //!   else (fraction, exponent, `-0`, beyond 64 bits) is `F64`.
-//! - A repeated `key`, `response_url`, `collation`, `priority` or `gate` is an error
-//!   even if the first was `null` (serde derive); inside `collation`, a
-//!   repeated `type` or `id` is an error only if the earlier one was not
-//!   `null` (the hand-written visitor checked `Option::is_some`).
+//! - A repeated field the queue reads (`READ_FIELDS`: `key`, `response_url`,
+//!   `collation`, `priority`, `gate`) is an error even if the first was
+//!   `null` (serde derive); a repeat of any other field is skipped like it;
+//!   inside `collation`, a repeated `type` or `id` is an error only if the
+//!   earlier one was not `null` (the hand-written visitor checked
+//!   `Option::is_some`).
 //!
 //! Strings come out as bytes (`Text`), unescaped and checked to be UTF-8:
 //! the queue only hashes them or copies them into a `String`.
@@ -147,15 +149,62 @@ struct Bail;
 
 type Step<T> = Result<T, Bail>;
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Field {
-    Key = 0,
-    ResponseUrl = 1,
-    Collation = 2,
-    Priority = 3,
-    Gate = 4,
-    Other = 5,
+/// The top-level fields the queue reads, declared once: their names, the
+/// `Field` each is, and the error a repeat gets. A config that repeats any
+/// of them is refused (even when the first was `null`, as serde's derive
+/// did); every other field is skipped and kept as given, repeats included.
+/// A field added here (plus its arm in `Scanner::top`, which the compiler
+/// asks for) is read once and its duplicates are refused, with nothing
+/// else to change; docs/commands.md ("The job config") lists these names
+/// and a test in this file checks that it does.
+macro_rules! read_fields {
+    ($($field:ident = $name:literal),* $(,)?) => {
+        #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+        enum Field {
+            $($field,)*
+            Other,
+        }
+
+        /// The names of the fields the queue reads, in declaration order.
+        pub const READ_FIELDS: &[&str] = &[$($name),*];
+
+        impl Field {
+            #[inline(always)]
+            fn of(name: &[u8]) -> Field {
+                $(if name == $name.as_bytes() {
+                    return Field::$field;
+                })*
+                Field::Other
+            }
+
+            /// Its bit in the set of fields seen (`Other` has none).
+            fn bit(self) -> u32 {
+                match self {
+                    Field::Other => 0,
+                    f => 1 << (f as u32),
+                }
+            }
+
+            fn duplicate(self) -> &'static str {
+                match self {
+                    $(Field::$field => concat!("duplicate field '", $name, "'"),)*
+                    Field::Other => "duplicate field",
+                }
+            }
+        }
+    };
 }
+
+read_fields! {
+    Key = "key",
+    ResponseUrl = "response_url",
+    Collation = "collation",
+    Priority = "priority",
+    Gate = "gate",
+}
+
+// One bit per read field in `seen`.
+const _: () = assert!(READ_FIELDS.len() <= 32);
 
 use bytes::{find_special, ws};
 
@@ -182,20 +231,6 @@ fn next(b: &[u8], i: usize) -> (usize, u8) {
     }
     let i = ws(b, i);
     (i, at(b, i))
-}
-
-impl Field {
-    #[inline(always)]
-    fn of(name: &[u8]) -> Field {
-        match name {
-            b"key" => Field::Key,
-            b"response_url" => Field::ResponseUrl,
-            b"collation" => Field::Collation,
-            b"priority" => Field::Priority,
-            b"gate" => Field::Gate,
-            _ => Field::Other,
-        }
-    }
 }
 
 impl<'a> Scanner<'a> {
@@ -252,8 +287,9 @@ impl<'a> Scanner<'a> {
             return Err(Bail);
         }
         let mut out = Fields::default();
-        // Bit per field seen (serde derive: a repeat is an error, null or not).
-        let mut seen = 0u8;
+        // Bit per read field seen (serde derive: a repeat is an error, null
+        // or not).
+        let mut seen = 0u32;
         let (mut i, mut c) = next(b, i + 1);
         if c == b'}' {
             i += 1;
@@ -264,20 +300,10 @@ impl<'a> Scanner<'a> {
                 }
                 let (field, j) = self.field_name(b, i + 1)?;
                 i = self.colon(b, j)?;
-                if field != Field::Other {
-                    let bit = 1u8 << (field as u8);
-                    if seen & bit != 0 {
-                        let what = match field {
-                            Field::Key => "duplicate field 'key'",
-                            Field::ResponseUrl => "duplicate field 'response_url'",
-                            Field::Collation => "duplicate field 'collation'",
-                            Field::Gate => "duplicate field 'gate'",
-                            _ => "duplicate field 'priority'",
-                        };
-                        return Err(self.fail(what, i));
-                    }
-                    seen |= bit;
+                if seen & field.bit() != 0 {
+                    return Err(self.fail(field.duplicate(), i));
                 }
+                seen |= field.bit();
                 i = match field {
                     Field::Other => self.skip_value(i)?,
                     Field::Key => {

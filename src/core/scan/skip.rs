@@ -6,6 +6,8 @@ use super::bytes::{find_special, find_special_with, hex4_at, Masks};
 use super::{at, next, Bail, Scanner, Step};
 
 impl<'a> Scanner<'a> {
+    // -- skipped values (serde_json's ignore_value / ignore_str) ------------
+
     /// A skipped string from `i` (after its opening quote); the index after
     /// its closing quote. Control bytes and escape syntax are checked;
     /// UTF-8 and surrogates are not. (`b` is `self.b`, passed so that it

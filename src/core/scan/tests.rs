@@ -131,6 +131,49 @@ fn deep_skipped_values_have_no_limit() {
     bad(json.as_bytes());
 }
 
+/// Every read field is refused when repeated, `null` first or not;
+/// other fields are not; docs/commands.md names exactly these fields.
+#[test]
+fn every_read_field_is_refused_when_repeated() {
+    assert_eq!(
+        READ_FIELDS,
+        ["key", "response_url", "collation", "priority", "gate"]
+    );
+    for f in READ_FIELDS {
+        // `null` is valid for each (so the repeat is what is refused).
+        for (a, b) in [("null", "null"), (" null ", "null")] {
+            let json = format!(r#"{{"{f}":{a},"x":0,"{f}":{b}}}"#);
+            let e = scan(json.as_bytes()).expect_err(&json);
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "invalid config JSON: duplicate field '{f}' at byte {}",
+                    json.rfind(&format!("\"{f}\":")).unwrap() + f.len() + 3
+                ),
+                "{json}"
+            );
+        }
+        // Escaped, it is the same name.
+        let esc: String = f.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+        assert!(scan(format!(r#"{{"{f}":null,"{esc}":null}}"#).as_bytes()).is_err());
+        assert_eq!(
+            Field::of(f.as_bytes()).duplicate(),
+            format!("duplicate field '{f}'")
+        );
+    }
+    for other in ["x", "metadata_table", "Key", "key ", "script"] {
+        let json = format!(r#"{{"{other}":1,"{other}":[2]}}"#);
+        assert!(scan(json.as_bytes()).is_ok(), "{json}");
+    }
+    let docs = include_str!("../../../docs/commands.md");
+    let line = docs
+        .lines()
+        .find(|l| l.starts_with("Fields the queue reads:"))
+        .expect("docs/commands.md: a line 'Fields the queue reads: ...'");
+    let named: Vec<&str> = line.split('`').skip(1).step_by(2).collect();
+    assert_eq!(named, READ_FIELDS, "docs/commands.md: {line}");
+}
+
 #[test]
 fn duplicates() {
     bad(br#"{"key":null,"key":"k"}"#);

@@ -356,3 +356,33 @@ pub fn semantic_messages_are_kept() {
     assert!(msg(r#"{"key":"k","key":"k"}"#).contains("duplicate field 'key'"));
     assert!(msg("{\"key\":\"k\"} x").starts_with("invalid config JSON: "));
 }
+
+/// The fields the queue reads are one list (`scan::READ_FIELDS`): a repeat
+/// of any of them is refused by the scanner and by the reference (serde's
+/// derive, which knows them as struct fields); a repeat of any other field
+/// is accepted by both. A field added to the list but not to the reference
+/// model (or the other way round) fails here.
+#[test]
+pub fn repeats_of_read_fields_are_refused_by_both() {
+    use orca::core::scan::READ_FIELDS;
+    for f in READ_FIELDS {
+        for doc in [
+            format!(r#"{{"key":"k","{f}":null,"x":1,"{f}":null}}"#),
+            format!(r#"{{"{f}":null,"key":"k","{f}":null}}"#),
+        ] {
+            check(doc.as_bytes(), &ConfigLimits::NONE);
+            let e = parse_config_limited(doc.as_bytes(), &ConfigLimits::NONE)
+                .expect_err(&doc)
+                .to_string();
+            assert!(e.contains(&format!("duplicate field '{f}'")), "{doc}: {e}");
+        }
+    }
+    for other in ["metadata_table", "script", "x", "Key", "keys"] {
+        let doc = format!(r#"{{"key":"k","{other}":1,"{other}":{{"a":[1]}}}}"#);
+        check(doc.as_bytes(), &ConfigLimits::NONE);
+        assert!(
+            parse_config_limited(doc.as_bytes(), &ConfigLimits::NONE).is_ok(),
+            "{doc}"
+        );
+    }
+}
