@@ -265,3 +265,135 @@ fn check_finds_a_job_out_of_step_with_its_reservation() {
     .unwrap();
     broken(&r, &none(), "but other reservations");
 }
+
+fn loaded(i: u32, skey: i64) -> crate::core::job::LoadedJob {
+    crate::core::job::LoadedJob {
+        key: key(i),
+        created_at: 0,
+        attempts: 0,
+        skey,
+        payload: Box::new([9]),
+    }
+}
+
+fn rk(score: i64, tie: i64) -> (ResKey, u64) {
+    (ResKey { score, tie }, tie as u64)
+}
+
+/// What a refused load must leave as it was.
+fn snapshot(r: &Records) -> (Vec<JobKey>, usize, usize, usize) {
+    (
+        r.pop_order(),
+        r.job_count(),
+        r.order_len(),
+        r.collation_count(),
+    )
+}
+
+#[test]
+fn a_collation_unit_that_collides_or_does_not_pair_changes_nothing() {
+    let (mut r, mut w) = sample();
+    r.set_counters(100, r.front_tie());
+    let before = snapshot(&r);
+    let taken = r.rk(r.first().unwrap());
+    let cases: Vec<(&str, Vec<_>, Vec<_>)> = vec![
+        // More jobs than reservations, and the other way round.
+        (
+            "more jobs",
+            vec![loaded(10, 1), loaded(11, 2)],
+            vec![rk(5, 50)],
+        ),
+        (
+            "more reservations",
+            vec![loaded(10, 1)],
+            vec![rk(5, 50), rk(6, 51)],
+        ),
+        ("no jobs", vec![], vec![rk(5, 50)]),
+        // A key twice in the unit, or one the records hold already.
+        (
+            "repeated key",
+            vec![loaded(10, 1), loaded(10, 2)],
+            vec![rk(5, 50), rk(6, 51)],
+        ),
+        (
+            "stored key",
+            vec![loaded(10, 1), loaded(1, 2)],
+            vec![rk(5, 50), rk(6, 51)],
+        ),
+        // A reservation twice in the unit, or one in the order already.
+        (
+            "repeated reservation",
+            vec![loaded(10, 1), loaded(11, 2)],
+            vec![rk(5, 50), rk(5, 50)],
+        ),
+        (
+            "stored reservation",
+            vec![loaded(10, 1), loaded(11, 2)],
+            vec![rk(5, 50), (taken, 52)],
+        ),
+        // Stack keys out of order.
+        (
+            "stack keys",
+            vec![loaded(10, 2), loaded(11, 1)],
+            vec![rk(5, 50), rk(6, 51)],
+        ),
+    ];
+    for (what, jobs, res) in cases {
+        assert!(
+            r.load_collation("team.new", jobs, res, &mut w).is_err(),
+            "{what}: loaded"
+        );
+        assert_eq!(snapshot(&r), before, "{what}: changed the records");
+        ok(&r);
+    }
+    // A collation with jobs here already.
+    let err = r.load_collation("user.c", vec![loaded(10, 1)], vec![rk(5, 50)], &mut w);
+    assert!(err.is_err());
+    assert_eq!(snapshot(&r), before);
+    // And the same unit, well formed, loads.
+    r.load_collation(
+        "team.new",
+        vec![loaded(10, 1), loaded(11, 2)],
+        vec![rk(6, 51), rk(5, 50)],
+        &mut w,
+    )
+    .unwrap();
+    ok(&r);
+    assert_eq!(r.job_count(), before.1 + 2);
+}
+
+#[test]
+fn a_single_unit_that_collides_changes_nothing() {
+    let (mut r, mut w) = sample();
+    r.set_counters(100, r.front_tie());
+    let before = snapshot(&r);
+    let taken = r.rk(r.first().unwrap());
+    assert!(r
+        .load_single(
+            loaded(1, 0),
+            None,
+            ResKey { score: 5, tie: 50 },
+            50,
+            false,
+            &mut w
+        )
+        .is_err());
+    assert!(r
+        .load_single(loaded(10, 0), None, taken, 50, false, &mut w)
+        .is_err());
+    assert_eq!(snapshot(&r), before);
+    ok(&r);
+    r.load_single(
+        loaded(10, 0),
+        Some("user.c"),
+        ResKey { score: 5, tie: 50 },
+        60,
+        false,
+        &mut w,
+    )
+    .unwrap();
+    ok(&r);
+    assert_eq!(r.job_count(), before.1 + 1);
+    let n = r.reservation_node(r.job_id(&key(10)).unwrap()).unwrap();
+    assert_eq!((r.rk(n), r.nonce_of(n)), (ResKey { score: 5, tie: 50 }, 60));
+}
