@@ -224,7 +224,7 @@ clients/node/node_modules/.installed: clients/node/package-lock.json
 
 # Type-check and build (tsc --strict), lint (eslint, prettier), then node's
 # test runner on the client and on the producer example.
-NODE_TESTS := $(addprefix build/test/,queue.test.js policies.test.js next.test.js format.test.js \
+NODE_TESTS := $(addprefix build/test/,queue.test.js policies.test.js next.test.js format.test.js ops.test.js \
 	errors.test.js worker.test.js worker-next.test.js signals.test.js chaos.test.js ioredis.test.js \
 	durable.test.js cluster.test.js sentinel.test.js package.test.js)
 # ioredis is a peer dependency (^5.4.0 || ^6.0.0): the suite runs on the dev install's ioredis 5,

@@ -35,6 +35,8 @@ redis_module! {
             ["max-key-length", &module_config::MAX_KEY_LENGTH, 1024, 1, 1 << 20, ConfigurationFlags::DEFAULT, None],
             ["max-collation-id-length", &module_config::MAX_COLLATION_ID_LENGTH, 256, 1, 1 << 20, ConfigurationFlags::DEFAULT, None],
             ["max-gate-length", &module_config::MAX_GATE_LENGTH, 256, 1, 1 << 20, ConfigurationFlags::DEFAULT, None],
+            ["max-worker-length", &module_config::MAX_WORKER_LENGTH, 256, 1, 1 << 20, ConfigurationFlags::DEFAULT, None],
+            ["max-error-length", &module_config::MAX_ERROR_LENGTH, 4096, 1, 1 << 20, ConfigurationFlags::DEFAULT, None],
             ["job-lifetime", &module_config::JOB_LIFETIME, 0, 0, MAX_TIME, ConfigurationFlags::DEFAULT, None],
             ["max-running", &module_config::MAX_RUNNING, 0, 0, u32::MAX as i64, ConfigurationFlags::DEFAULT, None],
             ["dead-max", &module_config::DEAD_MAX, 100_000, 0, u32::MAX as i64, ConfigurationFlags::DEFAULT, None],

@@ -188,6 +188,10 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument("--lease-ms", type=int, default=60_000)
     ap.add_argument("--grace-ms", type=int, default=30_000)
+    ap.add_argument(
+        "--name",
+        help="this worker's name: it takes jobs as host:pid:NAME (ORCA.STATUS, the dashboard)",
+    )
     args = ap.parse_args()
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -195,7 +199,12 @@ def main() -> None:
     client = redis.Redis.from_url(args.redis)
     queues = [Queue(client, name) for name in args.queue or ["grading"]]
     Worker(
-        queues, grade, concurrency=args.concurrency, lease_ms=args.lease_ms, grace_ms=args.grace_ms
+        queues,
+        grade,
+        concurrency=args.concurrency,
+        lease_ms=args.lease_ms,
+        grace_ms=args.grace_ms,
+        name=args.name,
     ).run()
 
 

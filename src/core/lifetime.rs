@@ -49,7 +49,7 @@ impl Queue {
                 break;
             };
             let (key, job) = Queue::parked_from(popped);
-            self.bury(key, job, now, DeathCause::Lifetime);
+            self.bury(key, job, now, DeathCause::Lifetime, None);
             report.died += 1;
             report.lifetime += 1;
         }
@@ -60,7 +60,7 @@ impl Queue {
             let Some(d) = self.work.unpark(&key) else {
                 break;
             };
-            self.bury(key, d.job, now, DeathCause::Lifetime);
+            self.bury(key, d.job, now, DeathCause::Lifetime, d.error);
             report.died += 1;
             report.lifetime += 1;
         }
@@ -71,7 +71,7 @@ impl Queue {
             let Ok((key, job)) = self.take_held(j) else {
                 break;
             };
-            self.bury(key, job, now, DeathCause::Lifetime);
+            self.bury(key, job, now, DeathCause::Lifetime, None);
             report.died += 1;
             report.lifetime += 1;
         }

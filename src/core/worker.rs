@@ -185,7 +185,7 @@ impl Queue {
                 // A regrade replaced it: dropped.
                 self.release_parked(lease.job);
             } else if policy.exhausted(lease.job.attempts) {
-                self.bury(lease.key, lease.job, now, DeathCause::Expired);
+                self.bury(lease.key, lease.job, now, DeathCause::Expired, None);
                 report.died += 1;
             } else if self.requeue_parked(lease.key, lease.job, now, DeathCause::Expired) {
                 report.requeued += 1;
@@ -259,7 +259,7 @@ impl Queue {
         if self.records.room().is_err() {
             // No room for another record (a key holds at most 2^30 - 1):
             // keep the job as a dead letter rather than lose it.
-            self.bury(key, job, now, cause);
+            self.bury(key, job, now, cause, None);
             return false;
         }
         let score = job.created_at.clamp(0, MAX_TIME);
@@ -291,13 +291,21 @@ impl Queue {
 
     /// Make `job` the dead letter of `key` (replacing an older one), then
     /// keep the dead list within the queue's bound.
-    pub(crate) fn bury(&mut self, key: JobKey, job: Parked, now: i64, cause: DeathCause) {
+    pub(crate) fn bury(
+        &mut self,
+        key: JobKey,
+        job: Parked,
+        now: i64,
+        cause: DeathCause,
+        error: Option<Box<[u8]>>,
+    ) {
         let seq = self.records.alloc_seq();
         let dead = Dead {
             died_at: now,
             seq,
             cause,
             job,
+            error,
         };
         if let Some(old) = self.work.bury(key, dead) {
             self.release_parked(old.job);
@@ -402,6 +410,19 @@ impl Queue {
         count: usize,
         policy: &Policy,
     ) -> Result<(Vec<Handout>, TickReport), QueueError> {
+        self.pop_handouts_for(now, lease_ms, count, policy, None)
+    }
+
+    /// `pop_handouts` by a worker that named itself (`WORKER <name>`): each
+    /// lease keeps the name, with the time it was handed out.
+    pub fn pop_handouts_for(
+        &mut self,
+        now: i64,
+        lease_ms: i64,
+        count: usize,
+        policy: &Policy,
+        worker: Option<&[u8]>,
+    ) -> Result<(Vec<Handout>, TickReport), QueueError> {
         let deadline = lease_deadline(now, lease_ms).ok_or(QueueError::TimeOverflow)?;
         self.records.seq_room_for(count)?;
         let report = self.tick(now, policy);
@@ -426,6 +447,8 @@ impl Queue {
                 deadline,
                 job,
                 superseded: false,
+                started_at: now,
+                worker: worker.map(Box::from),
             };
             if let Err(l) = self.lease_insert(token, lease) {
                 // Cannot happen (room checked above, tokens are new): the
@@ -506,14 +529,22 @@ impl Queue {
         if result.is_some() && !valid_time(now) {
             return Err(QueueError::TimeOverflow);
         }
-        if let Some(lease) = self.take_lease(token) {
-            self.release_parked(lease.job);
-        }
+        let Some(lease) = self.take_lease(token) else {
+            return Ok(());
+        };
+        let (created_at, attempts) = (lease.job.created_at, lease.job.attempts);
+        let collation = lease.job.coll.map(|c| Box::from(&*self.name_of(c)));
+        self.release_parked(lease.job);
         if let Some(payload) = result {
             if result_ttl > 0 {
                 let kept = StoredResult {
                     expires_at,
                     payload: payload.into(),
+                    finished_at: now,
+                    token,
+                    created_at,
+                    attempts,
+                    collation,
                 };
                 self.work.keep_result(*key, kept);
                 self.trim_results();
@@ -532,6 +563,20 @@ impl Queue {
         now: i64,
         policy: &Policy,
     ) -> Result<NackOutcome, QueueError> {
+        self.nack_with(key, token, delay, now, policy, None)
+    }
+
+    /// `nack` with the failure's text (`ERROR <text>`), kept with the job
+    /// while it waits for its retry, or with its dead letter.
+    pub fn nack_with(
+        &mut self,
+        key: &JobKey,
+        token: u64,
+        delay: Option<i64>,
+        now: i64,
+        policy: &Policy,
+        error: Option<&[u8]>,
+    ) -> Result<NackOutcome, QueueError> {
         let attempts = self.held_lease(key, token)?.job.attempts;
         if !valid_time(now) {
             return Err(QueueError::TimeOverflow);
@@ -545,12 +590,13 @@ impl Queue {
         let Some(lease) = self.take_lease(token) else {
             return Err(QueueError::LeaseNotHeld);
         };
+        let error = error.map(Box::from);
         if lease.superseded {
             self.release_parked(lease.job);
             return Ok(NackOutcome::Superseded);
         }
         if policy.exhausted(attempts) {
-            self.bury(*key, lease.job, now, DeathCause::Failed);
+            self.bury(*key, lease.job, now, DeathCause::Failed, error);
             return Ok(NackOutcome::Dead { attempts });
         }
         if self.contains(key) || self.work.is_delayed(key) {
@@ -561,7 +607,14 @@ impl Queue {
             self.requeue_parked(*key, lease.job, now, DeathCause::Failed);
         } else {
             let job = lease.job;
-            self.work.park(*key, Delayed { retry_at, job });
+            self.work.park(
+                *key,
+                Delayed {
+                    retry_at,
+                    job,
+                    error,
+                },
+            );
         }
         Ok(NackOutcome::Retry { retry_at, attempts })
     }
@@ -660,6 +713,19 @@ impl Queue {
             self.release_parked(d.job);
         }
         n
+    }
+
+    /// A finished job's kept result at `now` (`ORCA.STATUS` state `done`):
+    /// the key's last ACK kept a result that has not expired.
+    pub fn done(&self, key: &JobKey, now: i64) -> Option<&StoredResult> {
+        self.work.result(key).filter(|r| r.expires_at > now)
+    }
+
+    /// Finished jobs whose result is kept (`ORCA.LIST ... STATE DONE`), in
+    /// the order their results expire (the order they finished in, for one
+    /// TTL), from `offset`, at most `limit`.
+    pub fn done_list(&self, offset: usize, limit: usize) -> Vec<(JobKey, &StoredResult)> {
+        self.work.result_page(offset, limit).collect()
     }
 
     /// `ORCA.RESULT`: a kept result, if it has not expired at `now`.

@@ -217,6 +217,30 @@ impl<'a> Options<'a> {
     }
 }
 
+/// `WORKER <name>` of the commands that hand out jobs: the name each lease
+/// keeps (`ORCA.STATUS`, `ORCA.LIST ... STATE LEASED`). Not empty, at most
+/// `orca.max-worker-length` bytes (a replicated or AOF command was checked
+/// where it first ran).
+pub fn worker<'a>(
+    ctx: &Context,
+    opts: &Options<'a>,
+) -> Result<Option<&'a RedisString>, RedisError> {
+    let Some(w) = opts.get("WORKER") else {
+        return Ok(None);
+    };
+    let max = super::module_config::max_worker_length();
+    if w.is_empty() {
+        return Err(err("WORKER name must not be empty"));
+    }
+    if w.len() > max && !from_master_or_aof(ctx) {
+        return Err(err(format!(
+            "WORKER name is {} bytes; the limit is {max} (orca.max-worker-length)",
+            w.len()
+        )));
+    }
+    Ok(Some(w))
+}
+
 /// `FORMAT MAP|VALUES` of the commands that hand out jobs (default MAP).
 pub fn format(opts: &Options) -> Result<super::reply::Format, RedisError> {
     use super::reply::Format;

@@ -218,10 +218,12 @@ pub enum Kw {
     Requeue,
     Order,
     Results,
+    Worker,
+    Error,
 }
 
 impl Kw {
-    const COUNT: usize = 11;
+    const COUNT: usize = 13;
 
     pub fn text(self) -> &'static str {
         match self {
@@ -236,6 +238,8 @@ impl Kw {
             Kw::Requeue => "REQUEUE",
             Kw::Order => "ORDER",
             Kw::Results => "RESULTS",
+            Kw::Worker => "WORKER",
+            Kw::Error => "ERROR",
         }
     }
 }
@@ -266,6 +270,7 @@ fn keyword(k: Kw) -> *mut raw::RedisModuleString {
 }
 
 /// An argument of a replicated command.
+#[derive(Clone, Copy)]
 pub enum Arg<'a> {
     /// A client's argument, passed on without copying (Redis takes a reference).
     Client(&'a RedisString),

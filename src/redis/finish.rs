@@ -40,7 +40,7 @@ pub const ACK: Grammar = Grammar {
 };
 
 pub const NACK: Grammar = Grammar {
-    valued: &["DELAY", "NOW", "MAXATTEMPTS"],
+    valued: &["DELAY", "NOW", "MAXATTEMPTS", "ERROR"],
     stop: false,
 };
 

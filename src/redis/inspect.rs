@@ -13,7 +13,8 @@ use super::module_config;
 use super::reply::{job_fields, owned, CmdResult, Fields, JobReply, Reply, Val};
 use crate::core::error::ErrorCode;
 use crate::core::inspect::{metadata_matches, WaitStats};
-use crate::core::{Queue, Settings, State};
+use crate::core::worker::{Lease, StoredResult};
+use crate::core::{JobKey, Queue, Settings, State};
 
 /// How many collations `ORCA.STATS` lists under `running`.
 const RUNNING_SHOWN: usize = 100;
@@ -84,18 +85,19 @@ pub fn status<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
                         job_fields(&q.parked_info(*k, &d.job, d.retry_at))
                             .str("state", "delayed")
                             .int("retry_at", d.retry_at)
+                            .value("error", opt_bytes(d.error.as_deref()))
                     });
                 }
                 State::Leased(k, token, l) => {
                     leases.push(
-                        Fields::new()
+                        attempt_fields(Fields::new(), l)
                             .value("lease", Reply::Token(*token))
                             .int("deadline", l.deadline)
                             .int("attempts", l.job.attempts as i64)
                             .build(),
                     );
                     main.get_or_insert_with(|| {
-                        job_fields(&q.parked_info(*k, &l.job, l.deadline))
+                        attempt_fields(job_fields(&q.parked_info(*k, &l.job, l.deadline)), l)
                             .str("state", "leased")
                             .value("lease", Reply::Token(*token))
                             .int("deadline", l.deadline)
@@ -107,13 +109,62 @@ pub fn status<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
                             .str("state", "dead")
                             .int("died_at", d.died_at)
                             .str("cause", d.cause.name())
+                            .value("error", opt_bytes(d.error.as_deref()))
                     });
                 }
             }
         }
+        // Nothing waits, runs or died under the key, but it finished and
+        // its result is kept: `done` (so "finished" and "never existed"
+        // differ).
+        if main.is_none() {
+            main = q.done(&key, now_ms()).map(|r| done_fields(key, r));
+        }
         Ok(main.map(|m| m.value("leases", Reply::Array(leases)).build()))
     })?;
     Ok(reply.flatten().unwrap_or(Reply::Null))
+}
+
+/// Bytes, or nil.
+fn opt_bytes<'a>(b: Option<&[u8]>) -> Reply<'a> {
+    b.map_or(Reply::Null, |b| Reply::Bulk(Cow::Owned(b.to_vec())))
+}
+
+/// A time, or nil when unknown (0: loaded from an older encoding).
+fn opt_time<'a>(t: i64) -> Reply<'a> {
+    if t > 0 {
+        Reply::Int(t)
+    } else {
+        Reply::Null
+    }
+}
+
+/// What a lease tells of its attempt: `worker` (the name its pop gave, or
+/// nil) and `started_at` (when it was handed out, or nil if unknown).
+fn attempt_fields<'a>(f: Fields<'a>, l: &Lease) -> Fields<'a> {
+    f.value("worker", opt_bytes(l.worker.as_deref()))
+        .value("started_at", opt_time(l.started_at))
+}
+
+/// A finished job whose result is kept (state `done`): what is known of
+/// it without its config.
+fn done_fields<'a>(key: JobKey, r: &StoredResult) -> Fields<'a> {
+    Fields::new()
+        .value("key", Reply::Key(key))
+        .str("state", "done")
+        .value("finished_at", opt_time(r.finished_at))
+        .int("expires_at", r.expires_at)
+        .value("created_at", opt_time(r.created_at))
+        .int("attempts", r.attempts as i64)
+        .value(
+            "collation",
+            r.collation.as_deref().map_or(Reply::Null, Reply::text),
+        )
+}
+
+/// The `Val` of optional bytes, for a job reply's extras.
+fn opt_val<'a>(b: Option<&[u8]>) -> Val<'a> {
+    b.map_or(Val::Null, |b| Val::Owned(b.to_vec()))
 }
 
 /// Which jobs `ORCA.LIST` lists.
@@ -124,6 +175,7 @@ enum ListState {
     Leased,
     Delayed,
     Dead,
+    Done,
 }
 
 fn list_state(arg: &RedisString) -> Result<ListState, RedisError> {
@@ -133,12 +185,15 @@ fn list_state(arg: &RedisString) -> Result<ListState, RedisError> {
         ("LEASED", ListState::Leased),
         ("DELAYED", ListState::Delayed),
         ("DEAD", ListState::Dead),
+        ("DONE", ListState::Done),
     ] {
         if is_kw(arg, kw) {
             return Ok(s);
         }
     }
-    Err(err("STATE must be QUEUED, HELD, LEASED, DELAYED or DEAD"))
+    Err(err(
+        "STATE must be QUEUED, HELD, LEASED, DELAYED, DEAD or DONE",
+    ))
 }
 
 /// `ORCA.LIST <queue> [STATE s] [GATE g] [OFFSET n] [LIMIT n] [FILTER <metadata-field> <value>]`
@@ -246,6 +301,15 @@ fn list_parked<'a>(
                     .with("state", Val::Bytes(b"leased"))
                     .with("lease", Val::Token(token))
                     .with("deadline", Val::Int(l.deadline))
+                    .with("worker", opt_val(l.worker.as_deref()))
+                    .with(
+                        "started_at",
+                        if l.started_at > 0 {
+                            Val::Int(l.started_at)
+                        } else {
+                            Val::Null
+                        },
+                    )
                     .reply()
             })
             .collect(),
@@ -257,6 +321,7 @@ fn list_parked<'a>(
                 JobReply::full(owned(q.parked_info(k, &d.job, d.retry_at)))
                     .with("state", Val::Bytes(b"delayed"))
                     .with("retry_at", Val::Int(d.retry_at))
+                    .with("error", opt_val(d.error.as_deref()))
                     .reply()
             })
             .collect(),
@@ -270,6 +335,13 @@ fn list_parked<'a>(
                     d,
                 )
             })
+            .collect(),
+        // Finished jobs have no config left: FILTER matches none of them.
+        ListState::Done => q
+            .done_list(from, take)
+            .into_iter()
+            .filter(|_| filter.is_none())
+            .map(|(k, r)| done_fields(k, r).build())
             .collect(),
     };
     match filter {

@@ -11,12 +11,12 @@ use redis_module::{Context, RedisError, RedisString};
 
 use super::access::{check_payload, core_err, job_key_arg, read_queue, write_queue, Payload};
 use super::args::{
-    check_pins, err, format, from_master_or_aof, is_kw, parse_int, strict_count, Options,
+    check_pins, err, format, from_master_or_aof, is_kw, parse_int, strict_count, worker, Options,
 };
 use super::errors;
 use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
-use super::pop::{take, PopArgs};
-use super::reply::{self, CmdResult, Format, Reply};
+use super::pop::{take, Next, PopArgs};
+use super::reply::{self, CmdResult, Reply};
 use super::{module_config, stats};
 use crate::core::limits::lease_deadline;
 use crate::core::{JobKey, QueueError};
@@ -31,7 +31,7 @@ struct MackArgs<'a> {
     now: i64,
     /// `NEXT`: the lease and count of the jobs to take after the ACKs, and
     /// how they are written.
-    next: Option<(i64, i64, Format)>,
+    next: Option<(Next<'a>, i64)>,
 }
 
 /// The options after the pairs: the `RESULTS` run, the runs of `NAME value`
@@ -117,7 +117,7 @@ fn parse<'a>(ctx: &Context, args: &'a [RedisString]) -> Result<MackArgs<'a>, Red
     let next = match next {
         None => None,
         Some(after) => {
-            let opts = Options::parse(after, &["LEASE", "COUNT", "FORMAT"])?;
+            let opts = Options::parse(after, &["LEASE", "COUNT", "FORMAT", "WORKER"])?;
             let lease = opts.ms("LEASE")?.unwrap_or_else(module_config::lease_time);
             if lease_deadline(now, lease).is_none() {
                 // Refused before the ACKs: an error leaves the queue as it was.
@@ -137,7 +137,12 @@ fn parse<'a>(ctx: &Context, args: &'a [RedisString]) -> Result<MackArgs<'a>, Red
             if count < 1 {
                 return Err(err("COUNT must be at least 1"));
             }
-            Some((lease, count.min(max), format(&opts)?))
+            let next = Next {
+                lease,
+                format: format(&opts)?,
+                worker: worker(ctx, &opts)?,
+            };
+            Some((next, count.min(max)))
         }
     };
     if let Some(rs) = results {
@@ -201,7 +206,7 @@ pub fn mack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     if woken {
         signal_ready(ctx, name);
     }
-    let Some((lease, count, format)) = m.next else {
+    let Some((next, count)) = m.next else {
         send_outcomes(ctx, &outcomes);
         return Ok(Reply::Sent);
     };
@@ -209,7 +214,7 @@ pub fn mack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
     send_outcomes(ctx, &outcomes);
     let p = PopArgs {
         count: Some(count),
-        ..PopArgs::next(lease, m.now, module_config::max_attempts(), format)
+        ..PopArgs::next(next, m.now, module_config::max_attempts())
     };
     match take(ctx, name, &p, false) {
         Ok(Some(r)) => reply::send(ctx, &r),

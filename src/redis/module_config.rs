@@ -48,6 +48,12 @@ pub static MAX_COLLATION_ID_LENGTH: AtomicI64 = AtomicI64::new(256);
 /// `orca.max-gate-length`: longest gate name (bytes), in configs and `ORCA.GATE`.
 pub static MAX_GATE_LENGTH: AtomicI64 = AtomicI64::new(256);
 
+/// `orca.max-worker-length`: longest worker name a pop may give (`WORKER`).
+pub static MAX_WORKER_LENGTH: AtomicI64 = AtomicI64::new(256);
+/// `orca.max-error-length`: the most of a NACK's `ERROR` text kept (bytes;
+/// longer texts are cut).
+pub static MAX_ERROR_LENGTH: AtomicI64 = AtomicI64::new(4096);
+
 /// Defaults of the per-queue settings (`ORCA.SETTINGS`), given to a queue
 /// when it is created: `orca.job-lifetime` (0 = never), `orca.max-running`
 /// (0 = no cap), `orca.dead-max`, `orca.dead-ttl` (0 = kept),
@@ -111,6 +117,14 @@ pub fn default_order() -> Order {
         Ok(OrderSetting::fifo) => Order::Fifo,
         _ => Order::Lifo,
     }
+}
+
+pub fn max_worker_length() -> usize {
+    get(&MAX_WORKER_LENGTH).max(0) as usize
+}
+
+pub fn max_error_length() -> usize {
+    get(&MAX_ERROR_LENGTH).max(0) as usize
 }
 
 pub fn max_payload_bytes() -> usize {

@@ -11,7 +11,7 @@ use redis_module::{Context, RedisError, RedisString};
 
 use super::access::{core_err, write_queue};
 use super::args::{
-    check_pins, err, format, from_master_or_aof, max_attempts, over_max, parse_int, Options,
+    check_pins, err, format, from_master_or_aof, max_attempts, over_max, parse_int, worker, Options,
 };
 use super::errors::coded;
 use super::ffi::{self, deny_blocking, now_ms, signal_ready, Arg, Kw};
@@ -22,7 +22,7 @@ use crate::core::error::ErrorCode;
 use crate::core::TickReport;
 
 /// What a pop asks for.
-pub struct PopArgs {
+pub struct PopArgs<'a> {
     pub lease: i64,
     pub block: Option<i64>,
     pub count: Option<i64>,
@@ -33,27 +33,47 @@ pub struct PopArgs {
     pub waking: bool,
     /// How the deliveries are written (`FORMAT`).
     pub format: Format,
+    /// The worker's name its leases keep (`WORKER`).
+    pub worker: Option<&'a RedisString>,
 }
 
-impl PopArgs {
-    /// One job, leased for `lease` ms, at `now` (ACK/NACK ... NEXT).
-    pub fn next(lease: i64, now: i64, max_attempts: i64, format: Format) -> Self {
+/// The pop after `NEXT` on ACK, NACK and MACK: `[LEASE ms] [FORMAT
+/// MAP|VALUES] [WORKER name]` (and MACK's `COUNT`).
+#[derive(Clone, Copy)]
+pub struct Next<'a> {
+    pub lease: i64,
+    pub format: Format,
+    pub worker: Option<&'a RedisString>,
+}
+
+impl<'a> PopArgs<'a> {
+    /// The pop after `NEXT`: one job, leased for `next.lease` ms, at `now`.
+    pub fn next(next: Next<'a>, now: i64, max_attempts: i64) -> Self {
         PopArgs {
-            lease,
+            lease: next.lease,
             block: None,
             count: None,
             now: Some(now),
             max_attempts,
             waking: false,
-            format,
+            format: next.format,
+            worker: next.worker,
         }
     }
 }
 
-fn parse_pop(ctx: &Context, rest: &[RedisString]) -> Result<PopArgs, RedisError> {
+fn parse_pop<'a>(ctx: &Context, rest: &'a [RedisString]) -> Result<PopArgs<'a>, RedisError> {
     let opts = Options::parse(
         rest,
-        &["LEASE", "BLOCK", "COUNT", "NOW", "MAXATTEMPTS", "FORMAT"],
+        &[
+            "LEASE",
+            "BLOCK",
+            "COUNT",
+            "NOW",
+            "MAXATTEMPTS",
+            "FORMAT",
+            "WORKER",
+        ],
     )?;
     check_pins(ctx, &opts)?;
     let count = match opts.get("COUNT") {
@@ -83,6 +103,7 @@ fn parse_pop(ctx: &Context, rest: &[RedisString]) -> Result<PopArgs, RedisError>
         max_attempts: max_attempts(&opts)?,
         waking: false,
         format: format(&opts)?,
+        worker: worker(ctx, &opts)?,
     })
 }
 
@@ -107,7 +128,7 @@ pub fn take<'a>(
             return Ok((0, TickReport::default(), false));
         }
         let (hs, report) = q
-            .pop_handouts(now, p.lease, count, &policy)
+            .pop_handouts_for(now, p.lease, count, &policy, p.worker.map(|w| w.as_slice()))
             .map_err(core_err)?;
         // Written now, while the jobs' payloads can be borrowed from
         // their leases (no copy).
@@ -135,7 +156,11 @@ pub fn take<'a>(
     if handed > 0 || report.changed() {
         // COUNT only when above 1: two arguments fewer on every
         // single-job pop's way to replicas and the AOF.
-        let a = [
+        // COUNT only when above 1, WORKER only when named and a job was
+        // handed out: fewer arguments on every plain pop's way to replicas
+        // and the AOF, and no allocation (the arguments stay on the stack).
+        let mut a = [Arg::Int(0); 11];
+        a[..7].copy_from_slice(&[
             Arg::Client(name),
             Arg::Keyword(Kw::Lease),
             Arg::Int(p.lease),
@@ -143,11 +168,17 @@ pub fn take<'a>(
             Arg::Int(now),
             Arg::Keyword(Kw::MaxAttempts),
             Arg::Int(p.max_attempts),
-            Arg::Keyword(Kw::Count),
-            Arg::Int(count as i64),
-        ];
-        let n = if count > 1 { a.len() } else { a.len() - 2 };
-        ffi::replicate(ctx, c"ORCA.POP", a.get(..n).unwrap_or(&a));
+        ]);
+        let mut n = 7;
+        if count > 1 {
+            a[n..n + 2].copy_from_slice(&[Arg::Keyword(Kw::Count), Arg::Int(count as i64)]);
+            n += 2;
+        }
+        if let Some(w) = p.worker.filter(|_| handed > 0) {
+            a[n..n + 2].copy_from_slice(&[Arg::Keyword(Kw::Worker), Arg::Client(w)]);
+            n += 2;
+        }
+        ffi::replicate(ctx, c"ORCA.POP", &a[..n]);
         timer::publish(ctx, name, &report);
     }
     if woken {

@@ -78,7 +78,7 @@ pub enum Val<'a> {
 }
 
 /// Most extra fields a job reply carries.
-const MAX_EXTRAS: usize = 6;
+const MAX_EXTRAS: usize = 8;
 
 /// A job reply: the job's fields (with or without `payload`) and up to
 /// `MAX_EXTRAS` extra fields.

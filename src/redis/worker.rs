@@ -14,23 +14,29 @@ use super::access::{
 };
 use super::args::{
     check_pins, err, format, from_master_or_aof, is_kw, max_attempts, page_limit, parse_int,
-    parse_ms, Options,
+    parse_ms, worker, Options,
 };
 use super::ffi::{self, now_ms, signal_ready, Arg, Kw};
 use super::finish;
 use super::jobs::{config_arg, enqueue_into, publish_put, Putted};
-use super::pop::{take, PopArgs};
-use super::reply::{self, owned, CmdResult, Fields, Format, JobReply, Reply, Val};
+use super::pop::{take, Next, PopArgs};
+use super::reply::{self, owned, CmdResult, Fields, JobReply, Reply, Val};
 use super::{module_config, stats, timer};
 use crate::core::limits::lease_deadline;
 use crate::core::worker::Dead;
 use crate::core::{JobConfig, JobKey, NackOutcome, QueueError};
 
-/// A dead letter's reply: the job reply with `state`, `died_at`, `cause`.
+/// A dead letter's reply: the job reply with `state`, `died_at`, `cause`
+/// and `error` (the last failure's text, or nil).
 pub fn dead_reply<'a>(j: JobReply<'a>, d: &Dead) -> Reply<'a> {
+    let error = d
+        .error
+        .as_deref()
+        .map_or(Val::Null, |e| Val::Owned(e.to_vec()));
     j.with("state", Val::Bytes(b"dead"))
         .with("died_at", Val::Int(d.died_at))
         .with("cause", Val::Bytes(d.cause.name().as_bytes()))
+        .with("error", error)
         .reply()
 }
 
@@ -58,20 +64,24 @@ fn parse_lease_args(
     Ok((key, token?))
 }
 
-/// The lease of the job `NEXT` takes (`LEASE ms` after `NEXT`, or the
-/// module default) and how it is written (`FORMAT`).
-fn next_lease(after: &[RedisString]) -> Result<(i64, Format), RedisError> {
-    let opts = Options::parse(after, &["LEASE", "FORMAT"])?;
-    let lease = opts.ms("LEASE")?.unwrap_or_else(module_config::lease_time);
-    Ok((lease, format(&opts)?))
+/// The pop after `NEXT`: the lease of the job it takes (`LEASE ms`, or the
+/// module default), how it is written (`FORMAT`) and the worker's name
+/// (`WORKER`).
+fn next_lease<'a>(ctx: &Context, after: &'a [RedisString]) -> Result<Next<'a>, RedisError> {
+    let opts = Options::parse(after, &["LEASE", "FORMAT", "WORKER"])?;
+    Ok(Next {
+        lease: opts.ms("LEASE")?.unwrap_or_else(module_config::lease_time),
+        format: format(&opts)?,
+        worker: worker(ctx, &opts)?,
+    })
 }
 
 /// Refuse a `NEXT` whose lease cannot be taken at `now` before the ACK/NACK
 /// runs: an error must leave the queue as it was, so the pop half cannot
 /// be the first to find out.
-fn check_next_lease(next_lease: Option<(i64, Format)>, now: i64) -> Result<(), RedisError> {
-    match next_lease {
-        Some((lease, _)) if lease_deadline(now, lease).is_none() => {
+fn check_next_lease(next: Option<Next>, now: i64) -> Result<(), RedisError> {
+    match next {
+        Some(n) if lease_deadline(now, n.lease).is_none() => {
             Err(core_err(QueueError::TimeOverflow))
         }
         _ => Ok(()),
@@ -83,11 +93,11 @@ fn check_next_lease(next_lease: Option<(i64, Format)>, now: i64) -> Result<(), R
 fn next_job<'a>(
     ctx: &Context,
     name: &'a RedisString,
-    (lease, format): (i64, Format),
+    next: Next<'a>,
     now: i64,
     max_attempts: i64,
 ) -> CmdResult<'a> {
-    let p = PopArgs::next(lease, now, max_attempts, format);
+    let p = PopArgs::next(next, now, max_attempts);
     Ok(take(ctx, name, &p, false)?.unwrap_or(Reply::Null))
 }
 
@@ -143,7 +153,7 @@ fn forward_done(ctx: &Context, queue: &RedisString, p: &Putted) {
 fn finish_reply<'a>(
     ctx: &Context,
     name: &'a RedisString,
-    next: Option<(i64, Format)>,
+    next: Option<Next<'a>>,
     (now, max_attempts): (i64, i64),
     first: Reply<'a>,
     successor: Option<Option<Putted>>,
@@ -155,13 +165,13 @@ fn finish_reply<'a>(
         };
     };
     let second = successor.map_or(Reply::Null, |p| p.reply);
-    let Some((lease, format)) = next else {
+    let Some(next) = next else {
         return Ok(Reply::Array(vec![first, second]));
     };
     // The next job is written by the pop itself (its payload borrowed from
     // the queue), so the array around it is written piece by piece.
     ffi::reply::array(ctx, 2);
-    let p = PopArgs::next(lease, now, max_attempts, format);
+    let p = PopArgs::next(next, now, max_attempts);
     match take(ctx, name, &p, false) {
         Ok(Some(r)) => reply::send(ctx, &r),
         Ok(None) => reply::send(ctx, &Reply::Null),
@@ -189,7 +199,7 @@ pub fn ack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         return Err(RedisError::WrongArity);
     };
     let f = finish::parse(finish::ACK, rest)?;
-    let next_lease = f.next.map(next_lease).transpose()?;
+    let next_lease = f.next.map(|a| next_lease(ctx, a)).transpose()?;
     let opts = &f.opts;
     check_pins(ctx, opts)?;
     let ttl = opts.ms("TTL")?.unwrap_or_else(module_config::result_ttl);
@@ -264,13 +274,19 @@ pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         return Err(RedisError::WrongArity);
     };
     let f = finish::parse(finish::NACK, rest)?;
-    let next_lease = f.next.map(next_lease).transpose()?;
+    let next_lease = f.next.map(|a| next_lease(ctx, a)).transpose()?;
     let opts = &f.opts;
     check_pins(ctx, opts)?;
     let delay = opts.ms("DELAY")?;
     let now = opts.ms("NOW")?.unwrap_or_else(now_ms);
     check_next_lease(next_lease, now)?;
     let max_attempts = max_attempts(opts)?;
+    // The failure's text, cut to `orca.max-error-length` (a failure is never
+    // refused for its text: the worker would have to fail it again).
+    let error = opts.get("ERROR").map(|e| {
+        let e = e.as_slice();
+        &e[..e.len().min(module_config::max_error_length())]
+    });
     let policy = module_config::policy(Some(max_attempts));
     let forward = forward_arg(ctx, f.forward)?;
     let (key, token) = parse_lease_args(ctx, name, key_arg, token_arg)?;
@@ -289,7 +305,9 @@ pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         None => None,
     };
     let (outcome, _) = write_queue(ctx, name, false, |q| {
-        let o = q.nack(&key, token, delay, now, &policy).map_err(core_err)?;
+        let o = q
+            .nack_with(&key, token, delay, now, &policy, error)
+            .map_err(core_err)?;
         Ok((o, q.take_woken()))
     })?;
     let (outcome, woken) = outcome.ok_or_else(|| core_err(QueueError::LeaseNotHeld))?;
@@ -311,6 +329,9 @@ pub fn nack<'a>(ctx: &Context, args: &'a [RedisString]) -> CmdResult<'a> {
         Arg::Keyword(Kw::MaxAttempts),
         Arg::Int(max_attempts),
     ];
+    if let Some(e) = error {
+        rep.extend([Arg::Keyword(Kw::Error), Arg::Bytes(e)]);
+    }
     if let (Some((q2, json)), Some(_)) = (f.forward, &successor) {
         rep.extend([Arg::Bytes(b"FORWARD"), Arg::Client(q2), Arg::Client(json)]);
     }

@@ -264,6 +264,9 @@ pub enum K {
     Data,
     /// A stack key (encoding version 2).
     Skey,
+    /// The delivery a kept result came from (encoding version 3): a lease
+    /// token, 0 when unknown (a result loaded from an older version).
+    Delivery,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -321,6 +324,12 @@ impl UnitParser<'_> {
         }
         self.bytes(K::Data);
     }
+    /// Optional bytes (encoding version 3): a flag, then the bytes if set.
+    pub fn optional(&mut self, k: K) {
+        if self.f(1, K::Flag) == 1 {
+            self.bytes(k);
+        }
+    }
 }
 
 /// The fields of one unit, in order.
@@ -356,11 +365,14 @@ pub fn unit_fields(u: &[u8]) -> Vec<Fld> {
             p.f(8, K::Time);
             p.f(1, K::Flag); // superseded
             p.parked();
+            p.f(8, K::Time); // started_at
+            p.optional(K::Data); // worker
         }
         4 => {
             p.f(32, K::Key);
             p.f(8, K::Time);
             p.parked();
+            p.optional(K::Data); // error
         }
         5 => {
             p.f(32, K::Key);
@@ -368,11 +380,17 @@ pub fn unit_fields(u: &[u8]) -> Vec<Fld> {
             p.f(8, K::Seq);
             p.f(1, K::Cause);
             p.parked();
+            p.optional(K::Data); // error
         }
         6 => {
             p.f(32, K::Key);
             p.f(8, K::Time);
             p.bytes(K::Data);
+            p.f(8, K::Time); // finished_at
+            p.f(8, K::Delivery);
+            p.f(8, K::Time); // created_at
+            p.f(4, K::Attempts);
+            p.optional(K::Name); // collation
         }
         7 => {
             p.f(8, K::Token);

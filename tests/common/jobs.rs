@@ -139,6 +139,13 @@ pub fn must_status(c: &mut Con, q: &str, key: &str) -> Fields {
     status(c, q, key).unwrap_or_else(|| panic!("ORCA.STATUS {q} {key} is nil"))
 }
 
+/// `ORCA.STATUS q key` while the job is still to run (queued, held,
+/// leased, delayed or dead): `None` when it is unknown or finished
+/// (state `done`, its result kept).
+pub fn pending_status(c: &mut Con, q: &str, key: &str) -> Option<Fields> {
+    status(c, q, key).filter(|f| text(f, "state") != "done")
+}
+
 /// The `state` of a job (`queued`, `leased`, ...), or `None` if unknown.
 pub fn state(c: &mut Con, q: &str, key: &str) -> Option<String> {
     status(c, q, key).map(|f| text(&f, "state"))

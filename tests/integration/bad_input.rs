@@ -332,7 +332,8 @@ fn unknown_options_list_every_option_of_their_command() {
         ),
         (
             args!["ORCA.NACK", q, &k, &l, "FOO", "1"],
-            "ERR unknown option 'FOO' (allowed: DELAY, NOW, MAXATTEMPTS, FORWARD, NEXT)".into(),
+            "ERR unknown option 'FOO' (allowed: DELAY, NOW, MAXATTEMPTS, ERROR, FORWARD, NEXT)"
+                .into(),
         ),
     ];
     for (a, want) in &cases {

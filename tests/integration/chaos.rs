@@ -240,7 +240,7 @@ fn chaos_workers_never_lose_a_job() {
     wait_for("no job state left", Duration::from_secs(10), || {
         names
             .iter()
-            .all(|n| status(&mut c, Q, &key_of(n)).is_none())
+            .all(|n| pending_status(&mut c, Q, &key_of(n)).is_none())
     });
     assert_eq!(qlen(&mut c, Q), 0);
     assert!(dead_list(&mut c, Q, &[]).is_empty());

@@ -67,7 +67,7 @@ fn ack_forward_finishes_and_enqueues_the_successor_in_one_step() {
     assert_eq!(text(&succ, "key"), key_of("sub-41"));
     assert_eq!(opt_text(&succ, "collation").as_deref(), Some("user.7"));
     // The delivery is done (its result kept), the successor queued.
-    assert_eq!(status(&mut c, "compile", &k), None);
+    assert_eq!(state(&mut c, "compile", &k).as_deref(), Some("done"));
     assert_eq!(
         as_bytes(&ok(&mut c, &args!["ORCA.RESULT", "compile", &k])),
         b"built"

@@ -324,7 +324,10 @@ fn stats_list_and_info_count_held_jobs() {
     );
     assert_eq!(e, "ERR GATE applies to STATE HELD only");
     let e = assert_rejected(&mut c, q, &args!["ORCA.LIST", q, "STATE", "PENNED"], ERR);
-    assert_eq!(e, "ERR STATE must be QUEUED, HELD, LEASED, DELAYED or DEAD");
+    assert_eq!(
+        e,
+        "ERR STATE must be QUEUED, HELD, LEASED, DELAYED, DEAD or DONE"
+    );
 
     // Held jobs count against orca.max-queue-length (10 waiting jobs now).
     config_set(&mut c, "orca.max-queue-length", 10);

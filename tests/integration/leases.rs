@@ -303,11 +303,11 @@ fn ack_removes_and_keeps_results() {
         Value::Int(1)
     );
     assert_eq!(result(&mut c, "q", &kb).as_deref(), Some(res));
-    assert_eq!(
-        status(&mut c, "q", &kb),
-        None,
-        "acked with result: job gone"
-    );
+    let st = must_status(&mut c, "q", &kb);
+    assert_eq!(text(&st, "state"), "done", "acked with result: finished");
+    assert!(int(&st, "finished_at") > 0);
+    assert!(int(&st, "expires_at") > int(&st, "finished_at"));
+    assert!(leases(&st).is_empty());
 
     // TTL 0 keeps nothing.
     let f = pop_with(&mut c, "q", &[]).expect("c");
@@ -566,7 +566,10 @@ fn fencing_after_lease_expiry() {
         Value::Int(1)
     );
     assert_eq!(result(&mut a, "q", &k).as_deref(), Some(b"B".as_slice()));
-    assert_eq!(status(&mut a, "q", &k), None);
+    let st = must_status(&mut a, "q", &k);
+    assert_eq!(text(&st, "state"), "done");
+    assert_eq!(int(&st, "attempts"), 2, "A's delivery and B's");
+    assert!(leases(&st).is_empty());
     assert_eq!(qlen(&mut a, "q"), 0);
     assert_check(&mut a, "q");
 }

@@ -7,6 +7,7 @@ mod common;
 
 mod ack_next;
 mod aof;
+mod attempts;
 mod autodelay;
 mod bad_input;
 mod blocking;

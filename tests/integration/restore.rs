@@ -81,13 +81,13 @@ fn restore_refuses_forged_payloads() {
 
     // --- Newer (or impossible) encoding versions.
     let bump = |id: u64, v: u64| (id & !1023) | v;
-    for v in [0u64, 3, 1023] {
+    for v in [0u64, 4, 1023] {
         cases.push((
             format!("module encver {v}"),
             dump.sign(&ModuleDump::body_with(bump(dump.module_id, v), &dump.items)),
         ));
     }
-    for v in [0u8, 3, 0xff] {
+    for v in [0u8, 4, 0xff] {
         let mut h = header.clone();
         h[0] = v;
         cases.push((
@@ -246,6 +246,7 @@ fn restore_refuses_forged_payloads() {
                 K::Tie => vec![0, i64::MAX as u64, i64::MIN as u64],
                 K::Skey => vec![i64::MAX as u64, i64::MIN as u64],
                 K::Nonce | K::Token => vec![0, i64::MAX as u64, u64::MAX, 1 << 63],
+                K::Delivery => vec![i64::MAX as u64, u64::MAX, 1 << 63],
                 K::Seq => vec![0, u64::MAX, i64::MAX as u64],
                 K::Len => {
                     let v = f.value;

@@ -85,7 +85,7 @@ fn settings_reply_defaults_and_persistence() {
 /// `orca.trust-client-clock`, which the harness turns on so tests may pin
 /// the clock (its real default, no, is checked in
 /// `trust_client_clock_is_off_by_default`).
-const DEFAULTS: [(&str, &str); 22] = [
+const DEFAULTS: [(&str, &str); 24] = [
     ("orca.trust-client-clock", "yes"),
     ("orca.move-to-back-buffer", "10000"),
     ("orca.default-order", "lifo"),
@@ -100,6 +100,8 @@ const DEFAULTS: [(&str, &str); 22] = [
     ("orca.max-key-length", "1024"),
     ("orca.max-collation-id-length", "256"),
     ("orca.max-gate-length", "256"),
+    ("orca.max-worker-length", "256"),
+    ("orca.max-error-length", "4096"),
     ("orca.job-lifetime", "0"),
     ("orca.max-running", "0"),
     ("orca.dead-max", "100000"),

@@ -1,7 +1,7 @@
 export { Queue, run, mpop, mpopMany } from "./queue";
 export type { Delivery } from "./queue";
 export type { RedisClient } from "./send";
-export { Worker, defaultLogger } from "./worker";
+export { Worker, defaultLogger, errorText, workerName } from "./worker";
 export type { Handler, Logger, WorkerOptions } from "./worker";
 export { FetchStrategy } from "./strategy";
 export { Durability } from "./durability";
@@ -21,6 +21,7 @@ export type {
   WaitStats,
 } from "./types";
 export type { Filter, ListOptions, ListState, MackItem, MackReply, PopOptions } from "./protocol";
+export { MAX_ERROR_CHARS, errorArg } from "./protocol";
 export { Notifier, CallbackFailed, retryAfterMs, callbackRequest } from "./notifier";
 export { Forward } from "./handoff";
 export type { NotifierOptions } from "./notifier";

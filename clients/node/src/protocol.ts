@@ -156,9 +156,25 @@ export const tick = (q: string): Command<TickReport> => ({ args: ["ORCA.TICK", q
 export interface PopOptions {
   leaseMs?: number;
   blockMs?: number;
+  /** Who takes the job (`WORKER`): kept with the lease, shown by STATUS, LIST and the dashboard. */
+  worker?: string;
 }
 function popArgs(q: string, o: PopOptions, count?: number): Arg[] {
-  return opt(opt(opt(["ORCA.POP", q], "LEASE", o.leaseMs), "BLOCK", o.blockMs), "COUNT", count);
+  const args = opt(opt(opt(["ORCA.POP", q], "LEASE", o.leaseMs), "BLOCK", o.blockMs), "COUNT", count);
+  return opt(args, "WORKER", o.worker);
+}
+/** `NEXT [LEASE ms] [WORKER name]` after the arguments of an ACK, NACK or MACK. */
+function nextArgs(args: Arg[], leaseMs?: number, worker?: string): Arg[] {
+  args.push("NEXT");
+  return opt(opt(args, "LEASE", leaseMs), "WORKER", worker);
+}
+/** The longest failure text sent with `ORCA.NACK ... ERROR` (characters; the server keeps at most its own bound). */
+export const MAX_ERROR_CHARS = 4096;
+/** A failure text as sent: at most `MAX_ERROR_CHARS` characters. */
+export function errorArg(error: string | undefined): string | undefined {
+  if (error === undefined) return undefined;
+  const chars = Array.from(error);
+  return chars.length <= MAX_ERROR_CHARS ? error : chars.slice(0, MAX_ERROR_CHARS - 1).join("") + "\u2026";
 }
 /** A delivering command's reply parsers: one job (or nil), or a list of jobs (nil: empty). */
 function one(read: (r: unknown) => Job) {
@@ -176,9 +192,13 @@ export const popMany = (q: string, count: number, o: PopOptions = {}): Command<J
 function mpopArgs(queues: string[], o: PopOptions, count?: number): Arg[] {
   if (queues.length === 0) throw new RangeError("ORCA.MPOP needs at least one queue");
   return opt(
-    opt(opt(["ORCA.MPOP", queues.length, ...queues], "LEASE", o.leaseMs), "BLOCK", o.blockMs),
-    "COUNT",
-    count,
+    opt(
+      opt(opt(["ORCA.MPOP", queues.length, ...queues], "LEASE", o.leaseMs), "BLOCK", o.blockMs),
+      "COUNT",
+      count,
+    ),
+    "WORKER",
+    o.worker,
   );
 }
 /** ORCA.MPOP: the job names its queue (`Job.queue`). */
@@ -229,13 +249,9 @@ export const nackForward = (
   lease: string,
   forward: Forward,
   delayMs?: number,
+  error?: string,
 ): Command<NackOutcome> => ({
-  args: [
-    ...opt(["ORCA.NACK", q, key, lease], "DELAY", delayMs),
-    "FORWARD",
-    forward.queue,
-    encodeConfig(forward.config),
-  ],
+  args: [...nackArgs(q, key, lease, delayMs, error), "FORWARD", forward.queue, encodeConfig(forward.config)],
   parse: (r) => {
     const [outcome, successor] = r as [Parameters<typeof nackFromReply>[0], unknown];
     const o = nackFromReply(outcome);
@@ -243,16 +259,16 @@ export const nackForward = (
     return o;
   },
 });
-/** ORCA.ACK ... NEXT [LEASE ms]: the next job of the same queue, leased, or null. */
+/** ORCA.ACK ... NEXT [LEASE ms] [WORKER name]: the next job of the same queue, leased, or null. */
 export const ackNext = (
   q: string,
   key: string,
   lease: string,
-  o: { result?: Buffer | string; ttlMs?: number; leaseMs?: number } = {},
+  o: { result?: Buffer | string; ttlMs?: number; leaseMs?: number; worker?: string } = {},
 ): Command<Job | null> =>
   asValues(
     {
-      args: opt([...ackArgs(q, key, lease, o.result, o.ttlMs), "NEXT"], "LEASE", o.leaseMs),
+      args: nextArgs(ackArgs(q, key, lease, o.result, o.ttlMs), o.leaseMs, o.worker),
       parse: one(maps(q)),
       buffers: true,
     },
@@ -285,7 +301,7 @@ function outcomesOf(r: unknown): (Error | null)[] {
 export function mack(
   q: string,
   items: MackItem[],
-  o: { ttlMs?: number; next?: { leaseMs?: number; count?: number } } = {},
+  o: { ttlMs?: number; next?: { leaseMs?: number; count?: number; worker?: string } } = {},
 ): Command<MackReply> {
   if (items.length === 0) throw new RangeError("ORCA.MACK needs at least one delivery");
   const withResult = items.filter((i) => i.result !== undefined).length;
@@ -298,7 +314,7 @@ export function mack(
   const next = o.next;
   if (next === undefined) return { args, parse: (r) => ({ outcomes: outcomesOf(r), jobs: [] }) };
   args.push("NEXT");
-  opt(opt(args, "LEASE", next.leaseMs), "COUNT", next.count);
+  opt(opt(opt(args, "LEASE", next.leaseMs), "COUNT", next.count), "WORKER", next.worker);
   const reply = (read: (r: unknown) => Job) => (r: unknown) => {
     const [outcomes, jobs] = r as [unknown, unknown];
     if (!Array.isArray(jobs)) throw new TypeError("ORCA.MACK ... NEXT replied without its jobs");
@@ -306,23 +322,35 @@ export function mack(
   };
   return asValues({ args, parse: reply(maps(q)), buffers: true }, reply(values(q)));
 }
-export const nack = (q: string, key: string, lease: string, delayMs?: number): Command<NackOutcome> => ({
-  args: opt(["ORCA.NACK", q, key, lease], "DELAY", delayMs),
+const nackArgs = (q: string, key: string, lease: string, delayMs?: number, error?: string): Arg[] =>
+  opt(opt(["ORCA.NACK", q, key, lease], "DELAY", delayMs), "ERROR", errorArg(error));
+/**
+ * ORCA.NACK [DELAY ms] [ERROR text]: `error` (why it failed) is kept with the attempt, the delayed
+ * job and the dead letter; STATUS and the dashboard show it.
+ */
+export const nack = (
+  q: string,
+  key: string,
+  lease: string,
+  delayMs?: number,
+  error?: string,
+): Command<NackOutcome> => ({
+  args: nackArgs(q, key, lease, delayMs, error),
   parse: nackFromReply,
 });
 /**
- * ORCA.NACK ... NEXT [LEASE ms]: the next job, or null. The server's reply is then the next job
- * only: what became of the failed one (retry, dead, superseded) is not returned.
+ * ORCA.NACK ... NEXT [LEASE ms] [WORKER name]: the next job, or null. The server's reply is then
+ * the next job only: what became of the failed one (retry, dead, superseded) is not returned.
  */
 export const nackNext = (
   q: string,
   key: string,
   lease: string,
-  o: { delayMs?: number; leaseMs?: number } = {},
+  o: { delayMs?: number; leaseMs?: number; error?: string; worker?: string } = {},
 ): Command<Job | null> =>
   asValues(
     {
-      args: opt([...opt(["ORCA.NACK", q, key, lease], "DELAY", o.delayMs), "NEXT"], "LEASE", o.leaseMs),
+      args: nextArgs(nackArgs(q, key, lease, o.delayMs, o.error), o.leaseMs, o.worker),
       parse: one(maps(q)),
       buffers: true,
     },

@@ -252,11 +252,18 @@ export class Queue {
    */
   ackNext(
     d: Delivery,
-    opts: { result?: unknown; ttlMs?: number; leaseMs?: number } = {},
+    opts: { result?: unknown; ttlMs?: number; leaseMs?: number; worker?: string } = {},
   ): Promise<Job | null> {
     const [key, lease] = delivery(d);
     const result = encodeResult(opts.result);
-    return this.run(P.ackNext(this.name, key, lease, { result, ttlMs: opts.ttlMs, leaseMs: opts.leaseMs }));
+    return this.run(
+      P.ackNext(this.name, key, lease, {
+        result,
+        ttlMs: opts.ttlMs,
+        leaseMs: opts.leaseMs,
+        worker: opts.worker,
+      }),
+    );
   }
   /**
    * ORCA.MACK: acks several deliveries in one command. Each entry is a delivery, or
@@ -328,25 +335,29 @@ export class Queue {
     });
     return { outcomes, jobs };
   }
-  /** ORCA.NACK: the delivery failed; resolves to retry / dead / superseded. */
   /**
-   * ORCA.NACK: the delivery failed. With `forward`, a failure that makes the job a dead letter
-   * also enqueues the successor (a failures or callback queue) in the same step: `successor`.
+   * ORCA.NACK: the delivery failed; resolves to retry / dead / superseded. `error`: why (sent as
+   * `ERROR <text>`, cut to 4096 characters), kept with the attempt and the dead letter. With
+   * `forward`, a failure that makes the job a dead letter also enqueues the successor (a failures
+   * or callback queue) in the same step: `successor`.
    */
   nack(
     d: Delivery,
-    opts: { delayMs?: number; forward?: { queue: string | Queue; config: Config } } = {},
+    opts: { delayMs?: number; error?: string; forward?: { queue: string | Queue; config: Config } } = {},
   ): Promise<NackOutcome> {
     const [key, lease] = delivery(d);
-    if (opts.forward === undefined) return this.run(P.nack(this.name, key, lease, opts.delayMs));
+    if (opts.forward === undefined) return this.run(P.nack(this.name, key, lease, opts.delayMs, opts.error));
     const forward = { queue: queueName(opts.forward.queue), config: opts.forward.config };
-    return this.run(P.nackForward(this.name, key, lease, forward, opts.delayMs));
+    return this.run(P.nackForward(this.name, key, lease, forward, opts.delayMs, opts.error));
   }
   /**
    * ORCA.NACK ... NEXT: fails the delivery like `nack` and leases the next job (or null). The
    * server then does not say what became of the failed one; use `nack` to know.
    */
-  nackNext(d: Delivery, opts: { delayMs?: number; leaseMs?: number } = {}): Promise<Job | null> {
+  nackNext(
+    d: Delivery,
+    opts: { delayMs?: number; leaseMs?: number; error?: string; worker?: string } = {},
+  ): Promise<Job | null> {
     const [key, lease] = delivery(d);
     return this.run(P.nackNext(this.name, key, lease, opts));
   }

@@ -31,6 +31,8 @@ export interface StrategyOptions {
   nackDelayMs?: number;
   /** Finish with ACK ... NEXT where it takes what a pop would (default true). */
   ackNext?: boolean;
+  /** `WORKER <name>` on every pop and NEXT: the lease shows who runs the job. */
+  worker?: string;
 }
 
 function q(job: Job): string {
@@ -76,14 +78,14 @@ export class FetchStrategy {
   /** Non-blocking pop of up to `want` jobs (from the first queue that has any). */
   quick(want: number): P.Command<Job[]> {
     const n = Math.min(want, MAX_POP_COUNT);
-    const o = { leaseMs: this.opts.leaseMs };
+    const o = { leaseMs: this.opts.leaseMs, worker: this.opts.worker };
     return this.several ? P.mpopMany(this.queues, n, o) : P.popMany(this.queues[0]!, n, o);
   }
 
   /** The blocking pop to issue when nothing could be handed out (on every queue). */
   blocking(want: number): P.Command<Job[]> {
     const n = Math.min(want, MAX_POP_COUNT);
-    const o = { leaseMs: this.opts.leaseMs, blockMs: this.blockMs };
+    const o = { leaseMs: this.opts.leaseMs, blockMs: this.blockMs, worker: this.opts.worker };
     return this.several ? P.mpopMany(this.queues, n, o) : P.popMany(this.queues[0]!, n, o);
   }
 
@@ -98,6 +100,7 @@ export class FetchStrategy {
       result,
       ttlMs: result === undefined ? undefined : this.opts.resultTtlMs,
       leaseMs: this.opts.leaseMs,
+      worker: this.opts.worker,
     });
   }
 
@@ -130,7 +133,7 @@ export class FetchStrategy {
       done.map((d) => ({ key: d.job.key, lease: lease(d.job), result: d.result })),
       {
         ttlMs: withResult ? this.opts.resultTtlMs : undefined,
-        next: { leaseMs: this.opts.leaseMs, count: Math.min(count, MAX_POP_COUNT) },
+        next: { leaseMs: this.opts.leaseMs, count: Math.min(count, MAX_POP_COUNT), worker: this.opts.worker },
       },
     );
   }
@@ -158,9 +161,9 @@ export class FetchStrategy {
     );
   }
 
-  /** `delayMs`: a failure's own retry delay (`JobFailed`), else `nackDelayMs`. */
-  nack(job: Job, delayMs?: number): P.Command<NackOutcome> {
-    return P.nack(q(job), job.key, lease(job), delayMs ?? this.opts.nackDelayMs);
+  /** `delayMs`: a failure's own retry delay (`JobFailed`), else `nackDelayMs`; `error`: the failure's text. */
+  nack(job: Job, delayMs?: number, error?: string): P.Command<NackOutcome> {
+    return P.nack(q(job), job.key, lease(job), delayMs ?? this.opts.nackDelayMs, error);
   }
 
   extend(job: Job): P.Command<number> {

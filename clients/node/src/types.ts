@@ -45,6 +45,9 @@ export interface LeaseInfo {
   lease: string;
   deadline: number;
   attempts: number;
+  /** Who took it (`WORKER` of the pop) and when it was handed out (ms). */
+  worker?: string;
+  startedAt?: number;
 }
 
 /**
@@ -53,7 +56,10 @@ export interface LeaseInfo {
  * do not echo it); `config` is it parsed as JSON. `state` is `queued`, `held`, `delayed`,
  * `leased` or `dead`; a held job names its `gate`; `capped` is true for a queued job that waits
  * only because its collation is at the queue's running cap; `delay` is the automatic delay a
- * write gave (when the queue has one). `queue` names the queue it came from. A Worker sets
+ * write gave (when the queue has one). `queue` names the queue it came from. A running job names
+ * its `worker` (`WORKER` of the pop; a Worker sends `host:pid[:name]`) and `startedAt`; a job whose
+ * last attempt failed carries that failure's `error` (`ORCA.NACK ... ERROR`); a finished job whose
+ * result is kept has `state` `done` and `finishedAt`. A Worker sets
  * `abandoned` and aborts `signal` when this delivery's result will be dropped (lease lost, job
  * cancelled, handed back at shutdown).
  */
@@ -80,6 +86,10 @@ export class Job {
   capped: boolean | undefined = undefined;
   delay: number | undefined = undefined;
   queue: string | undefined = undefined;
+  worker: string | undefined = undefined;
+  startedAt: number | undefined = undefined;
+  error: string | undefined = undefined;
+  finishedAt: number | undefined = undefined;
   abandoned: string | undefined = undefined;
   private parsed: unknown = undefined;
   private controller: AbortController | undefined = undefined;
@@ -172,10 +182,28 @@ export class Job {
         case "queue":
           j.queue = optStr(v) ?? queue;
           break;
+        case "worker":
+          j.worker = optStr(v);
+          break;
+        case "started_at":
+          j.startedAt = optNum(v);
+          break;
+        case "error":
+          j.error = optStr(v);
+          break;
+        case "finished_at":
+          j.finishedAt = optNum(v);
+          break;
         case "leases":
           j.leases = ((v as Reply[] | null) ?? []).map((x) => {
             const f = fields(x);
-            return { lease: str(f.lease), deadline: num(f.deadline), attempts: num(f.attempts) };
+            return {
+              lease: str(f.lease),
+              deadline: num(f.deadline),
+              attempts: num(f.attempts),
+              worker: optStr(f.worker),
+              startedAt: optNum(f.started_at),
+            };
           });
           break;
         default:

@@ -9,6 +9,7 @@
  * listens), `closed`.
  */
 import { EventEmitter } from "node:events";
+import { hostname } from "node:os";
 import type Redis from "ioredis";
 
 import { blockingConnection, commandConnection } from "./connection";
@@ -70,7 +71,23 @@ export interface WorkerOptions {
   handleSignals?: boolean;
   /** Start at once (default true); otherwise call `run()`. */
   autorun?: boolean;
+  /**
+   * This worker's name: it takes jobs as `host:pid:name` (`host:pid` without one), sent as
+   * `WORKER` on every pop and NEXT, so STATUS, LIST and the dashboard show who runs each job.
+   */
+  name?: string;
   logger?: Logger;
+}
+
+/** `host:pid`, or `host:pid:name`: how a Worker names itself on its pops. */
+export function workerName(name?: string): string {
+  const base = `${hostname()}:${process.pid}`;
+  return name ? `${base}:${name}` : base;
+}
+
+/** `Name: message` of a handler's rejection (what the NACK's ERROR and the log carry). */
+export function errorText(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }
 
 interface Finishing {
@@ -109,6 +126,8 @@ export class Worker extends EventEmitter {
   /** How the worker's writes wait for replicas: its first Queue's (see `durability.ts`). */
   readonly durability: Durability;
   private readonly writer: WorkerWriter;
+  /** Who takes the jobs (`WORKER` on every pop): `host:pid[:name]`. */
+  readonly name: string;
   private readonly log: Logger;
   private readonly conn: RedisClient;
   private readonly blocker: Redis | undefined; // one server (Sentinel too): the blocking connection
@@ -175,6 +194,7 @@ export class Worker extends EventEmitter {
     if (opts.resultTtlMs !== undefined) integer("resultTtlMs", opts.resultTtlMs, 0);
     if (opts.nackDelayMs !== undefined) integer("nackDelayMs", opts.nackDelayMs, 0);
     this.batch = Math.ceil(this.concurrency / 2);
+    this.name = workerName(opts.name);
     this.strategy = new FetchStrategy(
       this.queues.map((q) => q.name),
       {
@@ -183,6 +203,7 @@ export class Worker extends EventEmitter {
         resultTtlMs: opts.resultTtlMs,
         nackDelayMs: opts.nackDelayMs,
         ackNext: opts.ackNext,
+        worker: this.name,
       },
     );
     this.log = opts.logger ?? defaultLogger;
@@ -642,14 +663,14 @@ export class Worker extends EventEmitter {
     try {
       const delayMs = error instanceof JobFailed ? error.delayMs : undefined;
       outcome = await this.writer.resending([job], "nack", () =>
-        this.writer.exec(this.strategy.nack(job, delayMs)),
+        this.writer.exec(this.strategy.nack(job, delayMs, errorText(error))),
       );
     } catch (e) {
       this.finishFailed(job, e, "nack");
       return;
     }
     this.counts.failed++;
-    const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    const text = errorText(error);
     this.log.warn(`job ${job.key} failed (attempt ${job.attempt}; ${outcome.outcome}): ${text}`);
     this.emitSafe("failed", job, error, outcome);
   }

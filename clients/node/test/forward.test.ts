@@ -31,7 +31,9 @@ describe("hand-offs", () => {
     });
     assert.equal(succ.created, true);
     assert.equal(succ.key, job.key);
-    assert.equal(await compile.status(job.key), null);
+    const done = await compile.status(job.key); // finished, its result kept
+    assert.equal(done?.state, "done");
+    assert.ok(done?.finishedAt);
     const st = await test.status(job.key);
     assert.equal(st?.state, "queued");
     assert.deepEqual((st?.config as { stage: string }).stage, "test");

@@ -28,7 +28,8 @@ def test_ack_forward_hands_the_job_to_the_next_queue(r: redis.Redis, qname: str)
     assert job is not None
     succ = compile_q.ack(job, result={"built": True}, forward=(test_q, cfg("sub-41", stage="test")))
     assert succ is not None and succ.created and succ.key == job.key
-    assert compile_q.status(job.key) is None
+    done = compile_q.status(job.key)  # finished, its result kept
+    assert done is not None and done.state == "done" and done.finished_at
     st = test_q.status(job.key)
     assert st is not None and st.state == "queued" and st.config["stage"] == "test"
     # A refused ACK forwards nothing.

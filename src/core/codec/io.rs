@@ -3,7 +3,7 @@
 //! reservation, a parked job, names), read back with every length bounded
 //! by what is left and every value checked against its range.
 
-use super::{corrupt, MAX_GATE_NAME};
+use super::{corrupt, ENCODING_V3, MAX_GATE_NAME};
 use crate::core::config::{valid_collation_name, JobKey};
 use crate::core::error::QueueError;
 use crate::core::limits::{valid_time, SEQ_LOAD_LIMIT};
@@ -34,6 +34,15 @@ impl Writer {
             Some(c) => {
                 self.u8(1);
                 self.bytes(c.as_bytes());
+            }
+            None => self.u8(0),
+        }
+    }
+    pub fn optional_bytes(&mut self, b: Option<&[u8]>) {
+        match b {
+            Some(b) => {
+                self.u8(1);
+                self.bytes(b);
             }
             None => self.u8(0),
         }
@@ -158,6 +167,22 @@ impl<'a> Reader<'a> {
         let collation = self.optional_collation()?;
         let payload = self.bytes()?;
         Ok((created_at, attempts, immediate, collation, payload))
+    }
+    /// Optional bytes: a flag, then the bytes if set.
+    pub fn optional_bytes(&mut self, what: &str) -> Result<Option<&'a [u8]>, QueueError> {
+        Ok(if self.flag(what)? {
+            Some(self.bytes()?)
+        } else {
+            None
+        })
+    }
+    /// A failure's text (`ORCA.NACK ... ERROR`), from version 3 on.
+    pub fn error_text(&mut self, version: u8) -> Result<Option<&'a [u8]>, QueueError> {
+        if version >= ENCODING_V3 {
+            self.optional_bytes("error")
+        } else {
+            Ok(None)
+        }
     }
     /// A collation name: UTF-8 and valid.
     pub fn collation_name(&mut self) -> Result<&'a str, QueueError> {

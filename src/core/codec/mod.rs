@@ -15,9 +15,13 @@
 //! Decoding treats the bytes as hostile: every length is bounded by what is
 //! left, nothing is indexed blindly, and the result passes `Queue::check`.
 //!
-//! Versions: 1 (order and counters in the header; stacks without keys) and 2
-//! (settings in the header, stack keys, held jobs, gates, windows). A loader
-//! reads both and refuses newer ones.
+//! Versions: 1 (order and counters in the header; stacks without keys), 2
+//! (settings in the header, stack keys, held jobs, gates, windows) and 3
+//! (what an attempt keeps: a lease's start time and worker name, the error
+//! text of a failed attempt on a retry or a dead letter; a kept result's
+//! finish time, delivery, arrival, attempts and collation). A loader reads
+//! all three and refuses newer ones; what an older version did not keep
+//! loads as unknown (times 0, no name, no text).
 //!
 //! This file: the header, the unit framing and the loader (`QueueBuilder`);
 //! the units by kind: `records.rs` (single jobs, collations), `policies.rs`
@@ -46,7 +50,12 @@ pub const ENCODING_V1: u8 = 1;
 /// Version 2: settings in the header, stack keys, held jobs, gates,
 /// submission windows.
 pub const ENCODING_V2: u8 = 2;
-pub const ENCODING_CURRENT: u8 = ENCODING_V2;
+/// Version 3: a lease's `started_at` and `worker`, a retry's and a dead
+/// letter's `error`, a
+/// kept result's `finished_at`, `token`, `created_at`, `attempts` and
+/// `collation`.
+pub const ENCODING_V3: u8 = 3;
+pub const ENCODING_CURRENT: u8 = ENCODING_V3;
 
 /// Written in place of the rest of a queue whose save was cut short by an
 /// internal error (see `datatype.rs`): loaders refuse it, so a partial queue

@@ -6,7 +6,8 @@
 
 use super::io::{RawParked, Reader, Writer};
 use super::{
-    corrupt, QueueBuilder, UNIT_CANCELLED, UNIT_DEAD, UNIT_DELAYED, UNIT_LEASE, UNIT_RESULT,
+    corrupt, QueueBuilder, ENCODING_V3, UNIT_CANCELLED, UNIT_DEAD, UNIT_DELAYED, UNIT_LEASE,
+    UNIT_RESULT,
 };
 use crate::core::error::QueueError;
 use crate::core::ids::CollId;
@@ -29,6 +30,8 @@ impl Queue {
             w.i64(l.deadline);
             w.u8(l.superseded as u8);
             w.parked(&l.job, name(l.job.coll).as_deref());
+            w.i64(l.started_at);
+            w.optional_bytes(l.worker.as_deref());
             f(&w.0);
         }
         for (key, d) in work.delayed_page(0, usize::MAX) {
@@ -37,6 +40,7 @@ impl Queue {
             w.0.extend_from_slice(&key);
             w.i64(d.retry_at);
             w.parked(&d.job, name(d.job.coll).as_deref());
+            w.optional_bytes(d.error.as_deref());
             f(&w.0);
         }
         for (key, d) in work.dead_page(0, usize::MAX) {
@@ -47,6 +51,7 @@ impl Queue {
             w.i64(d.seq);
             w.u8(d.cause as u8);
             w.parked(&d.job, name(d.job.coll).as_deref());
+            w.optional_bytes(d.error.as_deref());
             f(&w.0);
         }
         for (key, r) in work.results() {
@@ -55,6 +60,11 @@ impl Queue {
             w.0.extend_from_slice(&key);
             w.i64(r.expires_at);
             w.bytes(&r.payload);
+            w.i64(r.finished_at);
+            w.u64(r.token);
+            w.i64(r.created_at);
+            w.u32(r.attempts);
+            w.optional_name(r.collation.as_deref());
             f(&w.0);
         }
         for (token, until) in work.cancelled() {
@@ -92,6 +102,11 @@ impl QueueBuilder {
         let deadline = r.time()?;
         let superseded = r.flag("superseded")?;
         let raw = r.parked()?;
+        let (started_at, worker) = if self.version >= ENCODING_V3 {
+            (r.time()?, r.optional_bytes("worker")?)
+        } else {
+            (0, None)
+        };
         r.done()?;
         let w = &self.q.work;
         if w.lease(token).is_some() || w.is_cancelled(token) {
@@ -104,6 +119,8 @@ impl QueueBuilder {
             deadline,
             job,
             superseded,
+            started_at,
+            worker: worker.map(Box::from),
         };
         if let Err(l) = self.q.lease_insert(token, lease) {
             self.q.release_parked(l.job);
@@ -117,12 +134,20 @@ impl QueueBuilder {
         let key = r.key()?;
         let retry_at = r.time()?;
         let raw = r.parked()?;
+        let error = r.error_text(self.version)?.map(Box::from);
         r.done()?;
         if self.q.work.is_delayed(&key) {
             return Err(corrupt("duplicate delayed job"));
         }
         let job = self.parked(raw)?;
-        self.q.work.park(key, Delayed { retry_at, job });
+        self.q.work.park(
+            key,
+            Delayed {
+                retry_at,
+                job,
+                error,
+            },
+        );
         Ok(())
     }
 
@@ -137,6 +162,7 @@ impl QueueBuilder {
         let cause =
             DeathCause::from_u8(r.u8()?).ok_or_else(|| corrupt("unknown cause of death"))?;
         let raw = r.parked()?;
+        let error = r.error_text(self.version)?.map(Box::from);
         r.done()?;
         if self.q.work.is_dead(&key) {
             return Err(corrupt("duplicate dead job"));
@@ -148,6 +174,7 @@ impl QueueBuilder {
             seq,
             cause,
             job,
+            error,
         };
         self.q.work.bury(key, dead);
         Ok(())
@@ -158,14 +185,36 @@ impl QueueBuilder {
         let key = r.key()?;
         let expires_at = r.time()?;
         let payload = r.bytes()?;
+        let (finished_at, token, created_at, attempts, collation) = if self.version >= ENCODING_V3 {
+            let finished_at = r.time()?;
+            let token = r.u64()?;
+            if token as i64 >= SEQ_LOAD_LIMIT || (token as i64) < 0 {
+                return Err(corrupt("result token out of range"));
+            }
+            (
+                finished_at,
+                token,
+                r.time()?,
+                r.u32()?,
+                r.optional_collation()?,
+            )
+        } else {
+            (0, 0, 0, 0, None)
+        };
         r.done()?;
         let w = &mut self.q.work;
         if w.result(&key).is_some() {
             return Err(corrupt("duplicate result"));
         }
+        self.max_seq = self.max_seq.max(token as i64);
         let kept = StoredResult {
             expires_at,
             payload: payload.into(),
+            finished_at,
+            token,
+            created_at,
+            attempts,
+            collation: collation.map(Box::from),
         };
         w.keep_result(key, kept);
         Ok(())

@@ -207,6 +207,8 @@ mod tests {
                 immediate: false,
             },
             superseded: false,
+            started_at: 0,
+            worker: None,
         }
     }
 

@@ -58,12 +58,19 @@ pub struct Lease {
     /// if this attempt fails or expires it is dropped, so only the newest
     /// config comes back. An ACK still completes it.
     pub superseded: bool,
+    /// When this delivery was handed out (ms); 0 for a lease loaded from
+    /// an encoding that did not keep it (unknown).
+    pub started_at: i64,
+    /// The name the worker gave with its pop (`WORKER <name>`), if any.
+    pub worker: Option<Box<[u8]>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Delayed {
     pub retry_at: i64,
     pub job: Parked,
+    /// The text the failed attempt gave (`ORCA.NACK ... ERROR`), if any.
+    pub error: Option<Box<[u8]>>,
 }
 
 /// Why a job is dead.
@@ -101,12 +108,36 @@ pub struct Dead {
     pub seq: i64,
     pub cause: DeathCause,
     pub job: Parked,
+    /// The text the last failed attempt gave (`ORCA.NACK ... ERROR`): the
+    /// failure that killed it, or for a retry that then ran out of time
+    /// (`expired`) the one it was waiting on; `None` when it gave none (a
+    /// lease that expired, a NACK without `ERROR`).
+    pub error: Option<Box<[u8]>>,
 }
 
+/// A finished job's kept result (`ORCA.ACK ... RESULT`), with what is
+/// known of the job that produced it (`ORCA.STATUS` state `done`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredResult {
     pub expires_at: i64,
     pub payload: Box<[u8]>,
+    /// When the ACK came (ms); 0 when loaded from an encoding that did not
+    /// keep it (unknown).
+    pub finished_at: i64,
+    /// The lease token of the delivery that produced it (tokens grow with
+    /// every hand-out); 0 when unknown.
+    pub token: u64,
+    /// The job's arrival and its deliveries, as its last lease had them.
+    pub created_at: i64,
+    pub attempts: u32,
+    /// The collation the job's config named, by name (a kept result holds
+    /// no reference on the collation's record).
+    pub collation: Option<Box<str>>,
+}
+
+/// Heap bytes of an optional text.
+fn len_of(b: &Option<Box<[u8]>>) -> usize {
+    b.as_ref().map_or(0, |b| b.len())
 }
 
 impl Timed for Lease {
@@ -115,7 +146,7 @@ impl Timed for Lease {
         self.deadline
     }
     fn bytes(&self) -> usize {
-        self.job.payload.len()
+        self.job.payload.len() + len_of(&self.worker)
     }
 }
 
@@ -125,7 +156,7 @@ impl Timed for Delayed {
         self.retry_at
     }
     fn bytes(&self) -> usize {
-        self.job.payload.len()
+        self.job.payload.len() + len_of(&self.error)
     }
 }
 
@@ -136,7 +167,7 @@ impl Timed for Dead {
         (self.died_at, self.seq)
     }
     fn bytes(&self) -> usize {
-        self.job.payload.len()
+        self.job.payload.len() + len_of(&self.error)
     }
 }
 
@@ -146,7 +177,7 @@ impl Timed for StoredResult {
         self.expires_at
     }
     fn bytes(&self) -> usize {
-        self.payload.len()
+        self.payload.len() + self.collation.as_ref().map_or(0, |c| c.len())
     }
 }
 
@@ -403,6 +434,15 @@ impl Work {
     /// Results in expiry order.
     pub fn results(&self) -> impl Iterator<Item = (JobKey, &StoredResult)> {
         self.results.ordered()
+    }
+
+    /// Kept results in expiry order, from `offset`, at most `limit`.
+    pub fn result_page(
+        &self,
+        offset: usize,
+        limit: usize,
+    ) -> impl Iterator<Item = (JobKey, &StoredResult)> {
+        self.results.page(offset, limit)
     }
 
     // ------------------------------------------------------ cancellations

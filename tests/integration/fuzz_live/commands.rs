@@ -64,7 +64,12 @@ impl Fuzz {
             61..=66 => {
                 let (q, k, l) = self.lease_target();
                 a = vec![self.name("ORCA.NACK"), q, k, l];
-                a.extend(self.options(&[("DELAY", 1), ("NOW", 0), ("MAXATTEMPTS", 3)]));
+                a.extend(self.options(&[
+                    ("DELAY", 1),
+                    ("NOW", 0),
+                    ("MAXATTEMPTS", 3),
+                    ("ERROR", 4),
+                ]));
                 a.extend(self.forward_option());
                 if self.pct(30) {
                     a.extend(self.next_option());

@@ -122,6 +122,8 @@ const ORCA_COMMANDS: &[&str] = &[
 
 const KEYWORDS: &[&str] = &[
     "NOW",
+    "WORKER",
+    "ERROR",
     "BUFFER",
     "RELEASE",
     "DELAY",
@@ -172,6 +174,7 @@ const POP_OPTIONS: &[(&str, u8)] = &[
     ("NOW", 0),
     ("MAXATTEMPTS", 3),
     ("FORMAT", 7),
+    ("WORKER", 4),
 ];
 
 const EDGE_INTS: &[&str] = &[

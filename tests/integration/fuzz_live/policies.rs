@@ -165,6 +165,11 @@ impl Fuzz {
                     let v = self.option_value(7);
                     a.push(v);
                 }
+                if self.pct(40) {
+                    a.push(self.case("WORKER"));
+                    let v = self.option_value(4);
+                    a.push(v);
+                }
             }
             8 => a.push(self.case("LEASE")),
             _ => {
@@ -257,7 +262,7 @@ impl Fuzz {
     /// `ORCA.LIST <queue> STATE <state> [GATE <gate>] [OFFSET/LIMIT]`.
     pub(super) fn list_state_command(&mut self) -> Vec<Vec<u8>> {
         let state = *self.rng.pick(&[
-            "QUEUED", "HELD", "HELD", "LEASED", "DELAYED", "DEAD", "PENNED",
+            "QUEUED", "HELD", "HELD", "LEASED", "DELAYED", "DEAD", "DONE", "PENNED",
         ]);
         let mut a = vec![
             self.name("ORCA.LIST"),

@@ -277,55 +277,97 @@ def tick(q: str) -> Command[TickReport]:
     return Command(("ORCA.TICK", q), TickReport.from_reply)
 
 
+# The longest failure text a client sends with ORCA.NACK ... ERROR (characters; the server
+# keeps at most its own bound, orca.max-error-length, of it).
+MAX_ERROR_CHARS = 4096
+
+
+def error_arg(error: Optional[str]) -> Optional[str]:
+    """A failure text as sent: at most ``MAX_ERROR_CHARS`` characters."""
+    if error is None:
+        return None
+    text = str(error)
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "\u2026"
+
+
 def pop_args(
-    q: str, lease_ms: Optional[int], block_ms: Optional[int], count: Optional[int]
+    q: str,
+    lease_ms: Optional[int],
+    block_ms: Optional[int],
+    count: Optional[int],
+    worker: Optional[str] = None,
 ) -> tuple[Any, ...]:
     args = _with(["ORCA.POP", q], "LEASE", lease_ms)
     args = _with(args, "BLOCK", block_ms)
-    return tuple(_with(args, "COUNT", count))
+    args = _with(args, "COUNT", count)
+    return tuple(_with(args, "WORKER", worker))
 
 
-def pop(q: str, lease_ms: Optional[int], block_ms: Optional[int]) -> Command[Optional[Job]]:
-    return Command((*pop_args(q, lease_ms, block_ms, None), *VALUES), lambda r: opt_delivery(r, q))
+def pop(
+    q: str, lease_ms: Optional[int], block_ms: Optional[int], worker: Optional[str] = None
+) -> Command[Optional[Job]]:
+    return Command(
+        (*pop_args(q, lease_ms, block_ms, None, worker), *VALUES), lambda r: opt_delivery(r, q)
+    )
 
 
 def pop_many(
-    q: str, count: int, lease_ms: Optional[int], block_ms: Optional[int]
+    q: str,
+    count: int,
+    lease_ms: Optional[int],
+    block_ms: Optional[int],
+    worker: Optional[str] = None,
 ) -> Command[list[Job]]:
-    return Command((*pop_args(q, lease_ms, block_ms, count), *VALUES), lambda r: deliveries(r, q))
+    return Command(
+        (*pop_args(q, lease_ms, block_ms, count, worker), *VALUES), lambda r: deliveries(r, q)
+    )
 
 
 def mpop_args(
-    queues: Sequence[str], lease_ms: Optional[int], block_ms: Optional[int], count: Optional[int]
+    queues: Sequence[str],
+    lease_ms: Optional[int],
+    block_ms: Optional[int],
+    count: Optional[int],
+    worker: Optional[str] = None,
 ) -> tuple[Any, ...]:
     if not queues:
         raise ValueError("ORCA.MPOP needs at least one queue")
     args = _with(["ORCA.MPOP", len(queues), *queues], "LEASE", lease_ms)
     args = _with(args, "BLOCK", block_ms)
-    return tuple(_with(args, "COUNT", count))
+    args = _with(args, "COUNT", count)
+    return tuple(_with(args, "WORKER", worker))
 
 
 def mpop(
-    queues: Sequence[str], lease_ms: Optional[int], block_ms: Optional[int]
+    queues: Sequence[str],
+    lease_ms: Optional[int],
+    block_ms: Optional[int],
+    worker: Optional[str] = None,
 ) -> Command[Optional[Job]]:
     """ORCA.MPOP: the job names its queue (``Job.queue``)."""
     return Command(
-        (*mpop_args(queues, lease_ms, block_ms, None), *VALUES),
+        (*mpop_args(queues, lease_ms, block_ms, None, worker), *VALUES),
         lambda r: opt_delivery(r, None, True),
     )
 
 
 def mpop_many(
-    queues: Sequence[str], count: int, lease_ms: Optional[int], block_ms: Optional[int]
+    queues: Sequence[str],
+    count: int,
+    lease_ms: Optional[int],
+    block_ms: Optional[int],
+    worker: Optional[str] = None,
 ) -> Command[list[Job]]:
     return Command(
-        (*mpop_args(queues, lease_ms, block_ms, count), *VALUES),
+        (*mpop_args(queues, lease_ms, block_ms, count, worker), *VALUES),
         lambda r: deliveries(r, None, True),
     )
 
 
-def _next(args: list[Any], lease_ms: Optional[int]) -> tuple[Any, ...]:
-    return (*_with([*args, "NEXT"], "LEASE", lease_ms), *VALUES)
+def _next(
+    args: list[Any], lease_ms: Optional[int], worker: Optional[str] = None
+) -> tuple[Any, ...]:
+    return (*_with(_with([*args, "NEXT"], "LEASE", lease_ms), "WORKER", worker), *VALUES)
 
 
 def ack_args(
@@ -362,10 +404,16 @@ def ack_forward(
 
 
 def nack_forward(
-    q: str, key: str, lease: str, forward: tuple[str, Config], delay_ms: Optional[int] = None
+    q: str,
+    key: str,
+    lease: str,
+    forward: tuple[str, Config],
+    delay_ms: Optional[int] = None,
+    *,
+    error: Optional[str] = None,
 ) -> Command[NackOutcome]:
     """ORCA.NACK ... FORWARD <queue2> <config>: the outcome, with the successor if it died."""
-    args = _with(["ORCA.NACK", q, key, lease], "DELAY", delay_ms)
+    args = nack_args(q, key, lease, delay_ms, error)
     args += ["FORWARD", forward[0], encode_config(forward[1])]
     return Command(tuple(args), NackOutcome.with_successor)
 
@@ -378,10 +426,13 @@ def ack_next(
     ttl_ms: Optional[int] = None,
     *,
     lease_ms: Optional[int] = None,
+    worker: Optional[str] = None,
 ) -> Command[Optional[Job]]:
-    """ORCA.ACK ... NEXT [LEASE ms]: the next job of the same queue, leased, or None."""
+    """ORCA.ACK ... NEXT [LEASE ms] [WORKER name]: the next job of the same queue, leased,
+    or None."""
     return Command(
-        _next(ack_args(q, key, lease, result, ttl_ms), lease_ms), lambda r: opt_delivery(r, q)
+        _next(ack_args(q, key, lease, result, ttl_ms), lease_ms, worker),
+        lambda r: opt_delivery(r, q),
     )
 
 
@@ -536,10 +587,23 @@ def mack_items(
     return items
 
 
-def nack(q: str, key: str, lease: str, delay_ms: Optional[int] = None) -> Command[NackOutcome]:
-    return Command(
-        tuple(_with(["ORCA.NACK", q, key, lease], "DELAY", delay_ms)), NackOutcome.from_reply
-    )
+def nack_args(
+    q: str, key: str, lease: str, delay_ms: Optional[int], error: Optional[str]
+) -> list[Any]:
+    args = _with(["ORCA.NACK", q, key, lease], "DELAY", delay_ms)
+    return _with(args, "ERROR", error_arg(error))
+
+
+def nack(
+    q: str,
+    key: str,
+    lease: str,
+    delay_ms: Optional[int] = None,
+    error: Optional[str] = None,
+) -> Command[NackOutcome]:
+    """ORCA.NACK [DELAY ms] [ERROR text]: ``error`` (why it failed) is kept with the attempt,
+    the delayed job and the dead letter; STATUS and the dashboard show it."""
+    return Command(tuple(nack_args(q, key, lease, delay_ms, error)), NackOutcome.from_reply)
 
 
 def nack_next(
@@ -549,11 +613,13 @@ def nack_next(
     delay_ms: Optional[int] = None,
     *,
     lease_ms: Optional[int] = None,
+    error: Optional[str] = None,
+    worker: Optional[str] = None,
 ) -> Command[Optional[Job]]:
-    """ORCA.NACK ... NEXT [LEASE ms]: the next job, or None (the server then does not say
-    what became of the failed one: retry, dead or superseded)."""
-    args = _with(["ORCA.NACK", q, key, lease], "DELAY", delay_ms)
-    return Command(_next(args, lease_ms), lambda r: opt_delivery(r, q))
+    """ORCA.NACK ... NEXT [LEASE ms] [WORKER name]: the next job, or None (the server then
+    does not say what became of the failed one: retry, dead or superseded)."""
+    args = nack_args(q, key, lease, delay_ms, error)
+    return Command(_next(args, lease_ms, worker), lambda r: opt_delivery(r, q))
 
 
 def extend(q: str, key: str, lease: str, ms: int) -> Command[int]:

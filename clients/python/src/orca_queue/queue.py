@@ -268,22 +268,32 @@ class Queue:
 
     # -- worker commands ---------------------------------------------------------------
     def pop(
-        self, *, lease_ms: Optional[int] = None, block_ms: Optional[int] = None
+        self,
+        *,
+        lease_ms: Optional[int] = None,
+        block_ms: Optional[int] = None,
+        worker: Optional[str] = None,
     ) -> Optional[Job]:
         """ORCA.POP: lease the next job (``lease_ms=0``: remove it, at-most-once). With
         ``block_ms`` the client's socket timeout must be above it (see
-        :func:`orca_queue.blocking_client`); :class:`Worker` does all of this for you."""
+        :func:`orca_queue.blocking_client`); :class:`Worker` does all of this for you.
+        ``worker``: who takes it (``WORKER``), shown by STATUS and the dashboard."""
         if block_ms is not None:
             check_block_timeout(connection_kwargs(self.client), block_ms)
-        return self._run(P.pop(self.name, lease_ms, block_ms))
+        return self._run(P.pop(self.name, lease_ms, block_ms, worker))
 
     def pop_many(
-        self, count: int, *, lease_ms: Optional[int] = None, block_ms: Optional[int] = None
+        self,
+        count: int,
+        *,
+        lease_ms: Optional[int] = None,
+        block_ms: Optional[int] = None,
+        worker: Optional[str] = None,
     ) -> builtins.list[Job]:
         """ORCA.POP ... COUNT n: up to ``count`` jobs (empty list if none)."""
         if block_ms is not None:
             check_block_timeout(connection_kwargs(self.client), block_ms)
-        return self._run(P.pop_many(self.name, count, lease_ms, block_ms))
+        return self._run(P.pop_many(self.name, count, lease_ms, block_ms, worker))
 
     def ack(
         self,
@@ -318,14 +328,23 @@ class Queue:
         result: Any = None,
         ttl_ms: Optional[int] = None,
         lease_ms: Optional[int] = None,
+        worker: Optional[str] = None,
     ) -> Optional[Job]:
         """ORCA.ACK ... NEXT: acks like :meth:`ack` and, in the same atomic step, leases the
-        next job of this queue for ``lease_ms`` (default ``orca.lease-time``): one round
-        trip per job. Returns that job, or None if nothing can be handed out (it never
-        blocks). If the ACK is refused (:class:`LeaseLostError`) nothing is handed out."""
+        next job of this queue for ``lease_ms`` (default ``orca.lease-time``) to ``worker``:
+        one round trip per job. Returns that job, or None if nothing can be handed out (it
+        never blocks). If the ACK is refused (:class:`LeaseLostError`) nothing is handed out."""
         key, token = P.job_and_lease(job, lease)
         return self._run(
-            P.ack_next(self.name, key, token, P.encode_result(result), ttl_ms, lease_ms=lease_ms)
+            P.ack_next(
+                self.name,
+                key,
+                token,
+                P.encode_result(result),
+                ttl_ms,
+                lease_ms=lease_ms,
+                worker=worker,
+            )
         )
 
     def ack_many(
@@ -375,16 +394,18 @@ class Queue:
         lease: Optional[str] = None,
         *,
         delay_ms: Optional[int] = None,
+        error: Optional[str] = None,
         forward: Optional[tuple[Union[str, Queue], Config]] = None,
     ) -> NackOutcome:
         """ORCA.NACK: the delivery failed; the reply tells retry, dead or superseded. With
         ``forward=(queue, config)``, a failure that makes the job a dead letter also enqueues
-        ``config`` into ``queue`` in the same step (``NackOutcome.successor``)."""
+        ``config`` into ``queue`` in the same step (``NackOutcome.successor``). ``error``: why
+        (``ERROR``), kept with the attempt and the dead letter."""
         key, token = P.job_and_lease(job, lease)
         if forward is not None:
             to = (P.queue_name(forward[0]), forward[1])
-            return self._run(P.nack_forward(self.name, key, token, to, delay_ms))
-        return self._run(P.nack(self.name, key, token, delay_ms))
+            return self._run(P.nack_forward(self.name, key, token, to, delay_ms, error=error))
+        return self._run(P.nack(self.name, key, token, delay_ms, error))
 
     def nack_next(
         self,
@@ -393,12 +414,18 @@ class Queue:
         *,
         delay_ms: Optional[int] = None,
         lease_ms: Optional[int] = None,
+        error: Optional[str] = None,
+        worker: Optional[str] = None,
     ) -> Optional[Job]:
         """ORCA.NACK ... NEXT: fails the delivery like :meth:`nack` and leases the next job
         (or returns None). The server's reply is then the next job only: what became of the
         failed one (retry, dead, superseded) is not returned; use :meth:`nack` to know."""
         key, token = P.job_and_lease(job, lease)
-        return self._run(P.nack_next(self.name, key, token, delay_ms, lease_ms=lease_ms))
+        return self._run(
+            P.nack_next(
+                self.name, key, token, delay_ms, lease_ms=lease_ms, error=error, worker=worker
+            )
+        )
 
     def extend(self, job: Job | str, lease: Optional[str] = None, *, ms: int) -> int:
         """ORCA.EXTEND: the lease now ends ``ms`` from now; returns the new deadline."""
@@ -437,7 +464,11 @@ def _one_client(queues: Sequence[Any]) -> Any:
 
 
 def mpop(
-    queues: Sequence[Queue], *, lease_ms: Optional[int] = None, block_ms: Optional[int] = None
+    queues: Sequence[Queue],
+    *,
+    lease_ms: Optional[int] = None,
+    block_ms: Optional[int] = None,
+    worker: Optional[str] = None,
 ) -> Optional[Job]:
     """ORCA.MPOP: lease one job from the first of ``queues`` (in order) that can hand one
     out; ``Job.queue`` names it. With ``block_ms``, wait on all of them (woken by any); the
@@ -446,7 +477,7 @@ def mpop(
     client = _one_client(queues)
     if block_ms is not None:
         check_block_timeout(connection_kwargs(client), block_ms)
-    return queues[0]._run(P.mpop([q.name for q in queues], lease_ms, block_ms))
+    return queues[0]._run(P.mpop([q.name for q in queues], lease_ms, block_ms, worker))
 
 
 def mpop_many(
@@ -455,9 +486,10 @@ def mpop_many(
     *,
     lease_ms: Optional[int] = None,
     block_ms: Optional[int] = None,
+    worker: Optional[str] = None,
 ) -> builtins.list[Job]:
     """ORCA.MPOP ... COUNT n: up to ``count`` jobs, all from the first queue that has any."""
     client = _one_client(queues)
     if block_ms is not None:
         check_block_timeout(connection_kwargs(client), block_ms)
-    return queues[0]._run(P.mpop_many([q.name for q in queues], count, lease_ms, block_ms))
+    return queues[0]._run(P.mpop_many([q.name for q in queues], count, lease_ms, block_ms, worker))

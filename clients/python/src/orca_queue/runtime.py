@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -128,6 +130,12 @@ def _call(hook: Optional[Callable[..., None]], *args: Any) -> None:
         log.exception("worker hook %r raised", hook)
 
 
+def worker_name(name: Optional[str] = None) -> str:
+    """``host:pid``, or ``host:pid:name``: how a Worker names itself on its pops."""
+    base = f"{socket.gethostname()}:{os.getpid()}"
+    return f"{base}:{name}" if name else base
+
+
 def error_text(exc: BaseException) -> str:
     """``Type: message`` of a handler's exception (what a failed event carries)."""
     return f"{type(exc).__name__}: {exc}"
@@ -191,7 +199,10 @@ class WorkerBase:
     pop waits. ``grace_ms``: at a stop, how long running handlers may take before their jobs
     are handed back. ``ack_next``: a slot that finishes a job takes its next one in the same
     round trip (``ORCA.ACK ... NEXT``); False: plain ACK/NACK, free slots are refilled by
-    the fetcher. Hooks ``on_completed(job, result)``, ``on_failed(job, exc, outcome)``,
+    the fetcher. ``name``: the Worker names itself ``host:pid:name`` (``host:pid`` without
+    one) on every pop, so ``ORCA.STATUS``, ``ORCA.LIST ... STATE LEASED`` and the dashboard
+    show who runs each job; a failed job is NACKed with ``ERROR <Type: message>`` of the
+    handler's exception. Hooks ``on_completed(job, result)``, ``on_failed(job, exc, outcome)``,
     ``on_lost(job, reason)``; their exceptions are logged. A bad number (``concurrency`` or
     ``lease_ms``/``block_ms``/``result_ttl_ms``/``nack_delay_ms`` not an integer in range,
     ``heartbeat_ms`` not within the lease, ``grace_ms`` < 0) raises ``ValueError`` here.
@@ -211,6 +222,7 @@ class WorkerBase:
         nack_delay_ms: Optional[int] = None,
         handle_signals: bool = True,
         ack_next: bool = True,
+        name: Optional[str] = None,
         on_completed: Optional[OnCompleted] = None,
         on_failed: Optional[OnFailed] = None,
         on_lost: Optional[OnLost] = None,
@@ -231,8 +243,11 @@ class WorkerBase:
         )
         self.hooks = Hooks(on_completed, on_failed, on_lost)
         self.log = logger or log
+        # who takes the jobs (WORKER on every pop): STATUS, LIST and the dashboard show it
+        self.name = worker_name(name)
         self.strategy = FetchStrategy(
             [q.name for q in self.queues],
+            worker=self.name,
             lease_ms=lease_ms,
             block_ms=block_ms,
             result_ttl_ms=result_ttl_ms,
@@ -298,7 +313,11 @@ class WorkerBase:
                 return self.strategy.finish_forward(job, result, to, take_next), None
         result, error = self._encode(value, error)
         delay = error.delay_ms if isinstance(error, JobFailed) else None
-        return self.strategy.finish(job, result, error is not None, take_next, delay), error
+        text = error_text(error) if error is not None else None
+        return (
+            self.strategy.finish(job, result, error is not None, take_next, delay, error=text),
+            error,
+        )
 
     def _refused_result(
         self,
@@ -315,7 +334,13 @@ class WorkerBase:
         with a pop for the slot (see :meth:`FetchStrategy.finish`). None otherwise."""
         if error is not None or not isinstance(replies[0], ResultTooLargeError):
             return None
-        return self.strategy.finish(job, None, True, take_next and len(cmds) == 1), replies[0]
+        error = replies[0]
+        return (
+            self.strategy.finish(
+                job, None, True, take_next and len(cmds) == 1, error=error_text(error)
+            ),
+            error,
+        )
 
     def _after_finish(
         self,

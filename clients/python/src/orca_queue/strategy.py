@@ -46,6 +46,7 @@ class FetchStrategy:
         result_ttl_ms: Optional[int] = None,
         nack_delay_ms: Optional[int] = None,
         ack_next: bool = True,
+        worker: Optional[str] = None,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -59,6 +60,8 @@ class FetchStrategy:
         self.result_ttl_ms = result_ttl_ms
         self.nack_delay_ms = nack_delay_ms
         self.ack_next = ack_next
+        # WORKER <name> on every pop and NEXT: the lease shows who runs the job
+        self.worker = worker
         # On a Redis Cluster, queues in several hash slots (one MPOP takes keys of one slot):
         # the fetcher pops from each slot's group; a finish pipelines no pop (see finish()).
         self.sharded = False
@@ -79,6 +82,7 @@ class FetchStrategy:
                 result_ttl_ms=self.result_ttl_ms,
                 nack_delay_ms=self.nack_delay_ms,
                 ack_next=self.ack_next,
+                worker=self.worker,
             )
             for names in groups.values()
         ]
@@ -91,15 +95,15 @@ class FetchStrategy:
         """A non-blocking pop of up to ``want`` jobs (from the first queue that has any)."""
         n = min(want, MAX_POP_COUNT)
         if self.several:
-            return P.mpop_many(self.queues, n, self.lease_ms, None)
-        return P.pop_many(self.queues[0], n, self.lease_ms, None)
+            return P.mpop_many(self.queues, n, self.lease_ms, None, self.worker)
+        return P.pop_many(self.queues[0], n, self.lease_ms, None, self.worker)
 
     def blocking(self, want: int) -> P.Command[list[Job]]:
         """The blocking pop to issue when nothing could be handed out (on every queue)."""
         n = min(want, MAX_POP_COUNT)
         if self.several:
-            return P.mpop_many(self.queues, n, self.lease_ms, self.block_ms)
-        return P.pop_many(self.queues[0], n, self.lease_ms, self.block_ms)
+            return P.mpop_many(self.queues, n, self.lease_ms, self.block_ms, self.worker)
+        return P.pop_many(self.queues[0], n, self.lease_ms, self.block_ms, self.worker)
 
     def chains(self, job: Job) -> bool:
         """Whether ``ACK ... NEXT`` gives this job's slot the job a pop would: NEXT takes
@@ -111,12 +115,21 @@ class FetchStrategy:
 
     def ack_then_next(self, job: Job, result: Optional[bytes]) -> P.Command[Optional[Job]]:
         return P.ack_next(
-            _queue(job), job.key, _lease(job), result, self._ttl(result), lease_ms=self.lease_ms
+            _queue(job),
+            job.key,
+            _lease(job),
+            result,
+            self._ttl(result),
+            lease_ms=self.lease_ms,
+            worker=self.worker,
         )
 
-    def nack(self, job: Job, delay_ms: Optional[int] = None) -> P.Command[NackOutcome]:
+    def nack(
+        self, job: Job, delay_ms: Optional[int] = None, error: Optional[str] = None
+    ) -> P.Command[NackOutcome]:
+        """ORCA.NACK with its retry delay and ``error``, the failure's text."""
         delay = self.nack_delay_ms if delay_ms is None else delay_ms
-        return P.nack(_queue(job), job.key, _lease(job), delay)
+        return P.nack(_queue(job), job.key, _lease(job), delay, error)
 
     def extend(self, job: Job) -> P.Command[int]:
         return P.extend(_queue(job), job.key, _lease(job), self.lease_ms)
@@ -128,16 +141,18 @@ class FetchStrategy:
         failed: bool,
         take_next: bool,
         delay_ms: Optional[int] = None,
+        *,
+        error: Optional[str] = None,
     ) -> list[P.Command[Any]]:
         """The commands that finish a delivery (to send in one round trip, in order). The
-        first one's reply is None (ACK), a :class:`NackOutcome` (NACK) or the next job or
-        None (ACK ... NEXT); a second one, if any, is a pop of one job for the same slot.
-        ``take_next``: the slot may take another job now. ``delay_ms``: a failure's own retry
-        delay (:class:`JobFailed`), else ``nack_delay_ms``."""
+        first one's reply is None (ACK), a :class:`NackOutcome` (NACK, with ``error``: why)
+        or the next job or None (ACK ... NEXT); a second one, if any, is a pop of one job
+        for the same slot. ``take_next``: the slot may take another job now. ``delay_ms``:
+        a failure's own retry delay (:class:`JobFailed`), else ``nack_delay_ms``."""
         take_next = take_next and self.ack_next
         if not failed and take_next and self.chains(job):
             return [self.ack_then_next(job, result)]
-        first: P.Command[Any] = self.nack(job, delay_ms) if failed else self.ack(job, result)
+        first: P.Command[Any] = self.nack(job, delay_ms, error) if failed else self.ack(job, result)
         # Sharded: an MPOP over every queue would span slots; the fetcher refills the slot.
         return [first, self.quick(1)] if take_next and not self.sharded else [first]
 

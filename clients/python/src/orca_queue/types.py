@@ -58,6 +58,9 @@ class LeaseInfo:
     lease: str
     deadline: int
     attempts: int
+    #: who took it (``WORKER`` of the pop) and when it was handed out (ms)
+    worker: Optional[str] = None
+    started_at: Optional[int] = None
 
 
 @dataclass
@@ -73,6 +76,11 @@ class Job:
     or ``dead``; a held job names its ``gate``; ``capped`` is True for a queued job that
     waits only because its collation is at the queue's running cap. ``queue`` names the
     queue it came from (the ``queue`` field of ORCA.MPOP, or the queue it was popped from).
+    A running job names its ``worker`` (``WORKER`` of the pop; a Worker sends
+    ``host:pid[:name]``) and ``started_at`` (when it was handed out); a job waiting for a
+    retry (``delayed``) or ``dead`` carries its last failure's ``error`` (the text of
+    ``ORCA.NACK ... ERROR``); a finished job whose result is kept has ``state``
+    ``done`` and ``finished_at``.
 
     ``abandoned`` is set by a :class:`~orca_queue.Worker` when this delivery's result will
     be dropped (its lease was lost, the job was cancelled, or it was handed back at
@@ -101,6 +109,10 @@ class Job:
     capped: Optional[bool] = None
     delay: Optional[int] = None
     queue: Optional[str] = None
+    worker: Optional[str] = None
+    started_at: Optional[int] = None
+    error: Optional[str] = None
+    finished_at: Optional[int] = None
     abandoned: Optional[str] = field(default=None, compare=False)
     _config: Any = field(default=None, repr=False, compare=False)
 
@@ -118,7 +130,11 @@ class Job:
             raise ValueError("job reply without a 'key' field")
         leases = [
             LeaseInfo(
-                lease=text(g["lease"]), deadline=int(g["deadline"]), attempts=int(g["attempts"])
+                lease=text(g["lease"]),
+                deadline=int(g["deadline"]),
+                attempts=int(g["attempts"]),
+                worker=_opt_text(g.get("worker")),
+                started_at=_int(g.get("started_at")),
             )
             for g in (fields(x) for x in (f.get("leases") or []))
         ]
@@ -147,6 +163,10 @@ class Job:
             capped=None if capped is None else bool(int(capped)),
             delay=_int(f.get("delay")),
             queue=_opt_text(f.get("queue")) or queue,
+            worker=_opt_text(f.get("worker")),
+            started_at=_int(f.get("started_at")),
+            error=_opt_text(f.get("error")),
+            finished_at=_int(f.get("finished_at")),
         )
 
 

@@ -233,18 +233,29 @@ class Queue:
     async def result(self, key: str) -> bytes | None:
         return await self._run(P.result(self.name, key))
 
-    async def pop(self, *, lease_ms: int | None = None, block_ms: int | None = None) -> Job | None:
+    async def pop(
+        self,
+        *,
+        lease_ms: int | None = None,
+        block_ms: int | None = None,
+        worker: str | None = None,
+    ) -> Job | None:
         """ORCA.POP; with ``block_ms`` the client's socket timeout must be above it."""
         if block_ms is not None:
             check_block_timeout(connection_kwargs(self.client), block_ms)
-        return await self._run(P.pop(self.name, lease_ms, block_ms))
+        return await self._run(P.pop(self.name, lease_ms, block_ms, worker))
 
     async def pop_many(
-        self, count: int, *, lease_ms: int | None = None, block_ms: int | None = None
+        self,
+        count: int,
+        *,
+        lease_ms: int | None = None,
+        block_ms: int | None = None,
+        worker: str | None = None,
     ) -> builtins.list[Job]:
         if block_ms is not None:
             check_block_timeout(connection_kwargs(self.client), block_ms)
-        return await self._run(P.pop_many(self.name, count, lease_ms, block_ms))
+        return await self._run(P.pop_many(self.name, count, lease_ms, block_ms, worker))
 
     async def ack(
         self,
@@ -274,11 +285,20 @@ class Queue:
         result: Any = None,
         ttl_ms: int | None = None,
         lease_ms: int | None = None,
+        worker: str | None = None,
     ) -> Job | None:
         """ORCA.ACK ... NEXT (see :meth:`orca_queue.Queue.ack_next`)."""
         key, token = P.job_and_lease(job, lease)
         return await self._run(
-            P.ack_next(self.name, key, token, P.encode_result(result), ttl_ms, lease_ms=lease_ms)
+            P.ack_next(
+                self.name,
+                key,
+                token,
+                P.encode_result(result),
+                ttl_ms,
+                lease_ms=lease_ms,
+                worker=worker,
+            )
         )
 
     async def ack_many(
@@ -318,14 +338,16 @@ class Queue:
         lease: str | None = None,
         *,
         delay_ms: int | None = None,
+        error: str | None = None,
         forward: tuple[Any, Config] | None = None,
     ) -> NackOutcome:
-        """ORCA.NACK (see :meth:`orca_queue.Queue.nack`; ``forward``: the hand-off on death)."""
+        """ORCA.NACK [ERROR text] (see :meth:`orca_queue.Queue.nack`; ``forward``: the hand-off on
+        death)."""
         key, token = P.job_and_lease(job, lease)
         if forward is not None:
             to = (P.queue_name(forward[0]), forward[1])
-            return await self._run(P.nack_forward(self.name, key, token, to, delay_ms))
-        return await self._run(P.nack(self.name, key, token, delay_ms))
+            return await self._run(P.nack_forward(self.name, key, token, to, delay_ms, error=error))
+        return await self._run(P.nack(self.name, key, token, delay_ms, error))
 
     async def nack_next(
         self,
@@ -334,10 +356,16 @@ class Queue:
         *,
         delay_ms: int | None = None,
         lease_ms: int | None = None,
+        error: str | None = None,
+        worker: str | None = None,
     ) -> Job | None:
         """ORCA.NACK ... NEXT (see :meth:`orca_queue.Queue.nack_next`)."""
         key, token = P.job_and_lease(job, lease)
-        return await self._run(P.nack_next(self.name, key, token, delay_ms, lease_ms=lease_ms))
+        return await self._run(
+            P.nack_next(
+                self.name, key, token, delay_ms, lease_ms=lease_ms, error=error, worker=worker
+            )
+        )
 
     async def extend(self, job: Job | str, lease: str | None = None, *, ms: int) -> int:
         key, token = P.job_and_lease(job, lease)
@@ -345,20 +373,31 @@ class Queue:
 
 
 async def mpop(
-    queues: Sequence[Queue], *, lease_ms: int | None = None, block_ms: int | None = None
+    queues: Sequence[Queue],
+    *,
+    lease_ms: int | None = None,
+    block_ms: int | None = None,
+    worker: str | None = None,
 ) -> Job | None:
     """ORCA.MPOP (see :func:`orca_queue.mpop`)."""
     client = _one_client(queues)
     if block_ms is not None:
         check_block_timeout(connection_kwargs(client), block_ms)
-    return await queues[0]._run(P.mpop([q.name for q in queues], lease_ms, block_ms))
+    return await queues[0]._run(P.mpop([q.name for q in queues], lease_ms, block_ms, worker))
 
 
 async def mpop_many(
-    queues: Sequence[Queue], count: int, *, lease_ms: int | None = None, block_ms: int | None = None
+    queues: Sequence[Queue],
+    count: int,
+    *,
+    lease_ms: int | None = None,
+    block_ms: int | None = None,
+    worker: str | None = None,
 ) -> builtins.list[Job]:
     """ORCA.MPOP ... COUNT n (see :func:`orca_queue.mpop_many`)."""
     client = _one_client(queues)
     if block_ms is not None:
         check_block_timeout(connection_kwargs(client), block_ms)
-    return await queues[0]._run(P.mpop_many([q.name for q in queues], count, lease_ms, block_ms))
+    return await queues[0]._run(
+        P.mpop_many([q.name for q in queues], count, lease_ms, block_ms, worker)
+    )
