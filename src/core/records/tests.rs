@@ -397,3 +397,36 @@ fn a_single_unit_that_collides_changes_nothing() {
     let n = r.reservation_node(r.job_id(&key(10)).unwrap()).unwrap();
     assert_eq!((r.rk(n), r.nonce_of(n)), (ResKey { score: 5, tie: 50 }, 60));
 }
+
+#[test]
+fn a_merge_collides_only_on_a_shared_nonce() {
+    let (a, _) = sample();
+    let mut w = Caps::default();
+    // Another queue's records, their nonces far above these.
+    let mut b = Records::default();
+    b.set_counters(1_000, 0);
+    b.load_single(
+        loaded(50, 0),
+        None,
+        ResKey { score: 1, tie: 900 },
+        900,
+        false,
+        &mut w,
+    )
+    .unwrap();
+    assert!(!a.nonces_collide(&b) && !b.nonces_collide(&a));
+    assert!(!a.nonces_collide(&Records::default()));
+    assert!(a.absorb_check(&b).is_ok());
+    // One nonce in common (their reservation differs, its nonce does not).
+    let shared = a.nonce_of(a.first().unwrap());
+    b.load_single(
+        loaded(51, 0),
+        None,
+        ResKey { score: 2, tie: 901 },
+        shared,
+        false,
+        &mut w,
+    )
+    .unwrap();
+    assert!(a.nonces_collide(&b) && b.nonces_collide(&a));
+}
