@@ -137,7 +137,7 @@ MUTANTS_FILES ?= src/core/work/expiring.rs src/core/work/mod.rs src/core/work/le
 MUTANTS_ARGS ?=
 mutants: deps
 	@command -v cargo-mutants >/dev/null || cargo install --locked cargo-mutants
-	cargo mutants --profile release --timeout 600 $(addprefix -f ,$(MUTANTS_FILES)) \
+	cargo mutants --profile mutants --timeout 600 $(addprefix -f ,$(MUTANTS_FILES)) \
 	  $(MUTANTS_ARGS) -- --lib --test props
 
 lint:

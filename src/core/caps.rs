@@ -23,6 +23,7 @@ use std::collections::BTreeSet;
 use super::containers::idmap::IdMap;
 use super::ids::{CollId, NodeId};
 
+use super::records::OrderWatch;
 use super::reservation::ResKey;
 
 /// Candidate reservations of the eligibility index: (key, node).
@@ -193,6 +194,34 @@ impl Caps {
 
     pub fn heap_bytes(&self) -> usize {
         self.running.capacity() * 16 + self.eligible.len() * 40 + self.heads.capacity() * 32
+    }
+}
+
+/// The running caps follow the global order (`records::OrderWatch`): the
+/// records tell them of every single reservation and collation head that
+/// changes, and of records moved by compaction.
+impl OrderWatch for Caps {
+    #[inline]
+    fn single(&mut self, rk: ResKey, n: NodeId, added: bool) {
+        Caps::single(self, rk, n, added);
+    }
+
+    #[inline]
+    fn wants_heads(&self) -> bool {
+        self.on()
+    }
+
+    #[inline]
+    fn head(&mut self, c: CollId, first: Option<(ResKey, NodeId)>) {
+        self.sync(c, first);
+    }
+
+    fn node_moved(&mut self, rk: ResKey, from: NodeId, to: NodeId, owner: Option<CollId>) {
+        self.relocate_node(rk, from, to, owner);
+    }
+
+    fn collation_moved(&mut self, from: CollId, to: CollId) {
+        self.relocate_collation(from, to);
     }
 }
 

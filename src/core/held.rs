@@ -11,8 +11,6 @@
 //! between too, since every reservation and stack key compares by the same
 //! sequence).
 
-use std::borrow::Cow;
-
 use super::codec::MAX_GATE_NAME;
 use super::config::JobKey;
 use super::containers::slab::MAX_ID;
@@ -65,19 +63,19 @@ impl Queue {
         Ok(was_open)
     }
 
-    /// Hold new job `j` (arrival sequence `seq`, its stack key set) behind
-    /// closed gate `gate`.
-    pub(crate) fn hold(&mut self, j: JobId, gate: u32, seq: i64, priority: i64, immediate: bool) {
-        let job = &mut self.jobs[j];
+    /// Hold new job `j` behind closed gate `gate`, with stack key `skey`
+    /// (its arrival: `-seq` or `+seq`, see `Job::skey`).
+    pub(crate) fn hold(&mut self, j: JobId, gate: u32, skey: i64, priority: i64, immediate: bool) {
+        let created_at = self.records.job(j).created_at;
         let release = if immediate {
-            job.created_at
+            created_at
         } else {
-            job.created_at.saturating_add(priority)
+            created_at.saturating_add(priority)
         };
-        job.coll.set_held(true);
+        self.records.hold(j, skey);
         self.gates.hold(
             j,
-            seq,
+            skey.abs(),
             Held {
                 gate,
                 priority,
@@ -90,24 +88,15 @@ impl Queue {
     /// A held job's view: the reservation it will get when released.
     pub(crate) fn held_info(&self, j: JobId) -> Option<JobInfo<'_>> {
         let h = self.gates.get(j)?;
-        let job = &self.jobs[j];
-        Some(JobInfo {
-            key: job.key,
-            collation: self.coll_name(job),
-            immediate: h.immediate,
-            nonce: job.skey.unsigned_abs(),
-            created_at: job.created_at,
-            release_at: h.release,
-            attempts: self.job_attempts(j),
-            payload: Cow::Borrowed(&job.payload),
-        })
+        let nonce = self.records.job(j).skey.unsigned_abs();
+        Some(self.records.view(j, h.immediate, nonce, h.release))
     }
 
     /// Take held job `j` out of its gate (not out of the queue).
     pub(crate) fn unhold(&mut self, j: JobId) -> Option<Held> {
-        let seq = self.jobs[j].skey.abs();
+        let seq = self.records.job(j).skey.abs();
         let h = self.gates.unhold(j, seq)?;
-        self.jobs[j].coll.set_held(false);
+        self.records.unhold(j);
         Some(h)
     }
 
@@ -115,8 +104,7 @@ impl Queue {
     /// immediate one (arrival kept).
     pub(crate) fn hold_as_immediate(&mut self, j: JobId) {
         if let Some(h) = self.unhold(j) {
-            let seq = self.jobs[j].skey.abs();
-            self.jobs[j].skey = seq;
+            let seq = self.records.job(j).skey.abs();
             self.hold(j, h.gate, seq, 0, true);
         }
     }
@@ -127,7 +115,7 @@ impl Queue {
         let h = self
             .unhold(j)
             .ok_or_else(|| QueueError::Corrupt("held job missing from its gate".into()))?;
-        let (job, attempts, coll) = self.take_job(j)?;
+        let (job, attempts, coll) = self.records.take_job(j)?;
         Ok((
             job.key,
             Parked {
@@ -153,23 +141,23 @@ impl Queue {
             .iter()
             .find(|(n, _)| *n == gate)
             .map_or(0, |g| g.1);
-        if self.index.len() + k >= MAX_ID as usize {
+        if self.records.order_len() + k >= MAX_ID as usize {
             return Err(QueueError::Full);
         }
         let _ = id;
         let members = self.gates.remove(gate).unwrap_or_default();
         let n = members.len();
+        let r = &mut self.records;
         for (j, h) in members {
-            let job = &mut self.jobs[j];
-            job.coll.set_held(false);
-            let seq = job.skey.abs();
+            let skey = r.unhold(j);
+            let seq = skey.abs();
             let rk = ResKey {
                 score: h.release,
                 tie: seq,
             };
-            match job.coll_id() {
-                Some(c) if !h.immediate => self.collate(c, j, rk, seq as u64)?,
-                _ => self.place_single(j, rk, seq as u64, h.immediate)?,
+            match r.job(j).coll_id() {
+                Some(c) if !h.immediate => r.collate(c, j, skey, rk, seq as u64, &mut self.caps)?,
+                _ => r.place_single(j, rk, seq as u64, h.immediate, &mut self.caps)?,
             }
         }
         Ok(n)
@@ -183,9 +171,8 @@ impl Queue {
         };
         let mut out = Vec::with_capacity(members.len());
         for (j, _) in members {
-            self.jobs[j].coll.set_held(false);
-            let (job, _, name) = self.drop_job(j)?;
-            let _ = name;
+            self.records.unhold(j);
+            let (job, _) = self.records.drop_job(j)?;
             out.push(job.payload);
         }
         Ok(out)

@@ -103,9 +103,10 @@ impl Queue {
         }
         let start = if filter.is_some() { 0 } else { offset };
         let mut skip = if filter.is_some() { offset } else { 0 };
-        for (i, (n, j)) in self.walk_from(start).enumerate() {
+        let r = &self.records;
+        for (i, (n, j)) in r.walk_from(start).enumerate() {
             if let Some((field, value)) = filter {
-                if !metadata_matches(&self.jobs[j].payload, field, value) {
+                if !metadata_matches(&r.job(j).payload, field, value) {
                     continue;
                 }
                 if skip > 0 {
@@ -113,7 +114,7 @@ impl Queue {
                     continue;
                 }
             }
-            out.push((self.info_at(j, n), start + i + 1));
+            out.push((r.info_at(j, n), start + i + 1));
             if out.len() >= limit {
                 break;
             }
@@ -133,13 +134,14 @@ impl Queue {
             collations: self.collation_count(),
             ..Default::default()
         };
-        for (n, j) in self.walk_from(0) {
-            if self.index.val(n).as_job().is_some() && self.index.aux(n).immediate() {
+        let r = &self.records;
+        for (n, j) in r.walk_from(0) {
+            if r.is_immediate(n) {
                 s.immediate += 1;
             }
-            let wait = now.saturating_sub(self.jobs[j].created_at).max(0);
+            let wait = now.saturating_sub(r.job(j).created_at).max(0);
             s.wait_all.add(wait);
-            if self.rk(n).score <= now {
+            if r.rk(n).score <= now {
                 s.wait_released.add(wait);
             }
         }

@@ -25,7 +25,7 @@ impl Queue {
             return None;
         }
         [
-            self.index.first().map(|n| self.rk(n).score),
+            self.records.first().map(|n| self.records.rk(n).score),
             self.work.first_delayed_arrival().map(|x| x.0),
             self.gates.first_release().map(|x| x.0),
         ]
@@ -41,11 +41,11 @@ impl Queue {
         if l == 0 {
             return;
         }
-        while let Some(n) = self.index.first() {
-            if self.rk(n).score.saturating_add(l) > now {
+        while let Some(n) = self.records.first() {
+            if self.records.rk(n).score.saturating_add(l) > now {
                 break;
             }
-            let Ok(popped) = self.take_node(n) else {
+            let Ok(popped) = self.records.take_node(n, &mut self.caps) else {
                 break;
             };
             let (key, job) = Queue::parked_from(popped);

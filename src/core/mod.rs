@@ -4,12 +4,14 @@
 //! - `scan`: the single-pass JSON scanner behind `config`
 //! - `containers`: slab, id table, order-statistic treap, id maps (records
 //!   and ids only; nothing of jobs)
-//! - `queue`: the queue and its operations
+//! - `queue`: the queue, coordinating its parts, and its puts, moves, pops
+//! - `records`: the jobs, the global order of reservations, the collations
+//!   and their pairing, the counters (one part, with its own check)
 //! - `ids`: the typed ids of records (job, collation, node)
 //! - `job`, `reservation`: the records of jobs and reservations
 //! - `collation`: collations, their stacks and reservations (small and large forms)
 //! - `names`: collation names packed into their record
-//! - `compact`: giving memory back as a queue empties (moving records, shrinking tables)
+//! - `compact`: giving memory back as a queue empties (each part moves and shrinks its own)
 //! - `check`: the invariant check (`ORCA.CHECK`)
 //! - `inspect`: ordered listing with positions and filters, statistics
 //! - `work`: what is kept outside the order (leases, retries, dead letters, results)
@@ -41,6 +43,7 @@ pub mod lifetime;
 pub mod limits;
 pub mod names;
 pub mod queue;
+pub mod records;
 pub mod reservation;
 pub mod scan;
 pub mod settings;

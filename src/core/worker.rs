@@ -34,7 +34,7 @@ use super::containers::idmap::IdMap;
 use super::error::QueueError;
 use super::ids::CollId;
 use super::job::LoadedJob;
-use super::limits::{lease_deadline, valid_time, MAX_TIME, SEQ_LIMIT};
+use super::limits::{lease_deadline, valid_time, MAX_TIME};
 use super::queue::{JobInfo, Queue};
 pub use super::work::{
     Dead, DeathCause, Delayed, Lease, Leases, Parked, StoredResult, Work, CANCEL_MEMORY_MS,
@@ -215,7 +215,7 @@ impl Queue {
             report.forgotten += 1;
         }
         for c in self.window.expire(now) {
-            self.colls.release(c);
+            self.records.release_coll(c);
             report.forgotten += 1;
         }
         report.uncapped = self.caps.take_woken();
@@ -245,7 +245,7 @@ impl Queue {
     /// goes.
     pub(crate) fn release_parked(&mut self, job: Parked) {
         if let Some(c) = job.coll_id() {
-            self.colls.release(c);
+            self.records.release_coll(c);
         }
     }
 
@@ -256,7 +256,7 @@ impl Queue {
             self.release_parked(job);
             return false;
         }
-        if self.room().is_err() {
+        if self.records.room().is_err() {
             // No room for another record (a key holds at most 2^30 - 1):
             // keep the job as a dead letter rather than lose it.
             self.bury(key, job, now, cause, None);
@@ -299,7 +299,7 @@ impl Queue {
         cause: DeathCause,
         error: Option<Box<[u8]>>,
     ) {
-        let seq = self.alloc_seq();
+        let seq = self.records.alloc_seq();
         let dead = Dead {
             died_at: now,
             seq,
@@ -397,13 +397,9 @@ impl Queue {
     /// anything; a `false` can be wrong only the safe way: a lease or retry
     /// coming due would bring a job the timer's own tick then offers.
     pub fn can_hand_out(&self, now: i64) -> bool {
-        let first = if self.caps.on() {
-            self.caps.first()
-        } else {
-            self.index.first()
-        };
         let l = self.settings.lifetime;
-        first.is_some_and(|n| l == 0 || self.rk(n).score.saturating_add(l) > now)
+        self.next_node()
+            .is_some_and(|n| l == 0 || self.records.rk(n).score.saturating_add(l) > now)
     }
 
     /// `pop_deliveries` without showing them (see `Handout`).
@@ -428,11 +424,7 @@ impl Queue {
         worker: Option<&[u8]>,
     ) -> Result<(Vec<Handout>, TickReport), QueueError> {
         let deadline = lease_deadline(now, lease_ms).ok_or(QueueError::TimeOverflow)?;
-        self.seq_room()?;
-        let count_i = i64::try_from(count).unwrap_or(i64::MAX);
-        if self.next_seq.saturating_add(count_i) > SEQ_LIMIT {
-            return Err(QueueError::Corrupt("sequence numbers exhausted".into()));
-        }
+        self.records.seq_room_for(count)?;
         let report = self.tick(now, policy);
         let mut out = Vec::new();
         while out.len() < count {
@@ -444,10 +436,10 @@ impl Queue {
                 break;
             };
             if lease_ms == 0 {
-                out.push(Handout::Taken(self.finish_pop(popped)));
+                out.push(Handout::Taken(self.records.finish_pop(popped)));
                 continue;
             }
-            let token = self.alloc_seq() as u64;
+            let token = self.records.alloc_seq() as u64;
             let (nonce, release_at) = (popped.nonce, popped.release);
             let (key, job) = Queue::parked_from(popped);
             let lease = Lease {
@@ -701,8 +693,8 @@ impl Queue {
         if self.contains(key) || self.work.is_delayed(key) {
             return Err(QueueError::AlreadyQueued);
         }
-        self.seq_room()?;
-        self.room()?;
+        self.records.seq_room()?;
+        self.records.room()?;
         let d = self.work.forget_dead(key).ok_or(QueueError::NoSuchJob)?;
         self.supersede(key);
         let job = Parked {
