@@ -241,30 +241,28 @@ fn a_failure_keeps_its_text_until_the_next_one() {
     let attempt = |c: &mut Con, now: i64| must_pop_at(c, "q", LONG, now);
 
     let f = attempt(&mut c, t);
-    let out = nack_with(
+    let out = nack_job(
         &mut c,
         "q",
-        &k,
-        &lease(&f),
-        &args![
+        &f,
+        &[
             "DELAY",
-            0,
+            "0",
             "NOW",
-            t,
+            &t.to_string(),
             "ERROR",
-            "main.c:3: expected ';'\n\x00"
+            "main.c:3: expected ';'\n\x00",
         ],
     );
     assert_eq!(text(&out, "outcome"), "retry");
     // DELAY 0: queued again at once, not delayed; the text goes with the
     // attempt and comes back only on a waiting retry or a dead letter.
     let f = attempt(&mut c, t);
-    let out = nack_with(
+    let out = nack_job(
         &mut c,
         "q",
-        &k,
-        &lease(&f),
-        &args!["DELAY", 5_000, "NOW", t, "ERROR", "second"],
+        &f,
+        &["DELAY", "5000", "NOW", &t.to_string(), "ERROR", "second"],
     );
     assert_eq!(text(&out, "outcome"), "retry");
     let st = must_status(&mut c, "q", &k);
@@ -275,12 +273,11 @@ fn a_failure_keeps_its_text_until_the_next_one() {
 
     // A failure without ERROR leaves none.
     let f = attempt(&mut c, t + 5_000);
-    nack_with(
+    nack_job(
         &mut c,
         "q",
-        &k,
-        &lease(&f),
-        &args!["DELAY", 5_000, "NOW", t + 5_000],
+        &f,
+        &["DELAY", "5000", "NOW", &(t + 5_000).to_string()],
     );
     assert!(is_nil(&must_status(&mut c, "q", &k), "error"));
 
@@ -288,18 +285,17 @@ fn a_failure_keeps_its_text_until_the_next_one() {
     let mut now = t + 10_000;
     loop {
         let f = attempt(&mut c, now);
-        let out = nack_with(
+        let out = nack_job(
             &mut c,
             "q",
-            &k,
-            &lease(&f),
-            &args![
+            &f,
+            &[
                 "DELAY",
-                1,
+                "1",
                 "NOW",
-                now,
+                &now.to_string(),
                 "ERROR",
-                format!("attempt {}", int(&f, "attempt"))
+                &format!("attempt {}", int(&f, "attempt")),
             ],
         );
         now += 1;
@@ -325,12 +321,11 @@ fn a_long_failure_text_is_cut_not_refused() {
     config_set(&mut c, "orca.max-error-length", 8);
     enqueue(&mut c, "q", &config("a", None, 0));
     let f = must_pop(&mut c, "q", LONG);
-    let out = nack_with(
+    let out = nack_job(
         &mut c,
         "q",
-        &text(&f, "key"),
-        &lease(&f),
-        &args!["DELAY", 60_000, "ERROR", "0123456789abcdef"],
+        &f,
+        &["DELAY", "60000", "ERROR", "0123456789abcdef"],
     );
     assert_eq!(text(&out, "outcome"), "retry");
     assert_eq!(
@@ -340,13 +335,7 @@ fn a_long_failure_text_is_cut_not_refused() {
     // An empty text is a text.
     enqueue(&mut c, "q", &config("b", None, 0));
     let f = must_pop(&mut c, "q", LONG);
-    nack_with(
-        &mut c,
-        "q",
-        &text(&f, "key"),
-        &lease(&f),
-        &args!["DELAY", 60_000, "ERROR", ""],
-    );
+    nack_job(&mut c, "q", &f, &["DELAY", "60000", "ERROR", ""]);
     assert_eq!(
         text(&must_status(&mut c, "q", &text(&f, "key")), "error"),
         ""
