@@ -23,24 +23,31 @@ fn cluster_ok(c: &mut Con) -> bool {
     as_string(&ok(c, &args!["CLUSTER", "INFO"])).contains("cluster_state:ok")
 }
 
-#[test]
-fn a_slot_not_served_and_cross_slot_queues_are_refused_in_every_spelling() {
+/// A cluster of one node serving every slot (with `extra` settings), once
+/// its state is ok.
+fn one_node_cluster(extra: &[&str]) -> (Server, Con) {
     let bus = free_port().to_string();
-    let s = Server::start(&[
+    let mut a = vec![
         "--cluster-enabled",
         "yes",
         "--cluster-config-file",
         "nodes.conf",
         "--cluster-port",
         &bus,
-        "--cluster-require-full-coverage",
-        "no",
-    ]);
+    ];
+    a.extend_from_slice(extra);
+    let s = Server::start(&a);
     let mut c = s.conn();
     ok(&mut c, &args!["CLUSTER", "ADDSLOTSRANGE", 0, 16383]);
     wait_for("cluster_state:ok", Duration::from_secs(30), || {
         cluster_ok(&mut c)
     });
+    (s, c)
+}
+
+#[test]
+fn a_slot_not_served_and_cross_slot_queues_are_refused_in_every_spelling() {
+    let (_s, mut c) = one_node_cluster(&["--cluster-require-full-coverage", "no"]);
     let ds = Dataset::new(&mut c, [T1, T2, T3]);
     let slot = keyslot(&mut c, T2);
     for k in [T1, T3, EMPTY] {
@@ -118,20 +125,7 @@ fn cluster_checks_the_keys_the_mirror_names() {
     use orca::redis::keyspec::cluster_keys;
     use std::collections::{BTreeSet, HashMap};
 
-    let bus = free_port().to_string();
-    let s = Server::start(&[
-        "--cluster-enabled",
-        "yes",
-        "--cluster-config-file",
-        "nodes.conf",
-        "--cluster-port",
-        &bus,
-    ]);
-    let mut c = s.conn();
-    ok(&mut c, &args!["CLUSTER", "ADDSLOTSRANGE", 0, 16383]);
-    wait_for("cluster_state:ok", Duration::from_secs(30), || {
-        cluster_ok(&mut c)
-    });
+    let (_s, mut c) = one_node_cluster(&[]);
     let mut slots: HashMap<Vec<u8>, i64> = HashMap::new();
     let mut rng = Rng::new(0xc105);
     let (mut cross, mut one) = (0, 0);
